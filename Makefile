@@ -1,0 +1,35 @@
+# Tributary — `make run` starts the demo server, `make test` runs every test.
+GO        ?= go
+BIN       := bin/tributary
+CONFIG    ?= configs/tributary.yaml
+TESTFLAGS ?=
+
+.PHONY: build run test bench fuzz vet fmt clean
+
+build:
+	$(GO) build -o $(BIN) ./cmd/tributary
+
+run: build
+	./$(BIN) serve --config $(CONFIG)
+
+# Every test, including the integration tests that start real servers.
+test:
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 30m $(TESTFLAGS) ./...
+
+# Go benchmarks, then the end-to-end load driver against a real server.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./ingest/...
+	$(GO) run ./integration/loadgen -bin $(BIN)
+
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzSplitDecode -fuzztime 60s ./ingest/record/
+
+vet:
+	$(GO) vet ./...
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+clean:
+	rm -rf bin

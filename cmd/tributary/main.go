@@ -1,0 +1,85 @@
+// Command tributary is the Tributary server and its tools.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/internal/server"
+)
+
+const usage = `usage: tributary <command> [flags]
+
+commands:
+  serve --config FILE [--listen ADDR] [--data-dir DIR]   run the ingestion server
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "tributary:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "help", "-h", "--help":
+		fmt.Fprint(stderr, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func serve(args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "configs/tributary.yaml", "YAML configuration file")
+	listen := fs.String("listen", "", "listen address host:port (overrides the file's listen)")
+	dataDir := fs.String("data-dir", "", "data directory (overrides the file's data_dir)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg, err := config.Load(*cfgPath)
+	if err != nil {
+		return err
+	}
+	if *listen != "" {
+		cfg.Listen = *listen
+	}
+	if *dataDir != "" {
+		cfg.DataDir = *dataDir
+	}
+	log := newLogger(cfg, stderr)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	return server.Run(ctx, cfg, log, func(addr string) {
+		// A machine-readable line for scripts and tests that start us on port 0.
+		fmt.Fprintf(os.Stdout, "listening on %s\n", addr)
+	})
+}
+
+func newLogger(cfg *config.Config, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(strings.ToUpper(cfg.LogLevel)))
+	opts := &slog.HandlerOptions{Level: level}
+	if cfg.LogFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

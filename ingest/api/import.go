@@ -1,0 +1,155 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/auth"
+	"github.com/tributary-dev/tributary/ingest/record"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// Public /import limits (decisions.md): on uncompressed bytes.
+const (
+	maxBodyBytes = 10 << 20
+)
+
+var importAuth = auth.Allowed{Secret: true, Token: true, ServiceAccount: true, OAuth: true}
+
+// importMode says how the request wants to be validated and answered.
+type importMode struct {
+	strict  bool // validate and answer with the strict JSON bodies
+	legacy  bool // answer 1/0 or {"status","error"}
+	form    bool // data= parameter instead of a raw body
+	verbose bool
+	ndjson  bool
+}
+
+func modeOf(r *http.Request) importMode {
+	q := r.URL.Query()
+	m := importMode{form: isForm(r) || (r.ContentLength == 0 && q.Get("data") != ""), ndjson: isNDJSON(r)}
+	m.verbose = q.Get("verbose") == "1"
+	m.strict = q.Get("strict") != "0" && !m.form
+	m.legacy = !m.strict
+	return m
+}
+
+func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		writeError(w, http.StatusMethodNotAllowed, "use POST")
+		return
+	}
+	p, ok := s.authorize(w, r, importAuth, true)
+	if !ok {
+		return
+	}
+	mode := modeOf(r)
+	buf := s.bufs.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer s.bufs.Put(buf)
+
+	if err := readBody(r, buf, maxBodyBytes); err != nil {
+		s.importRejected(w, mode, p, err)
+		return
+	}
+	body := buf.Bytes()
+	if mode.form {
+		form, _ := url.ParseQuery(string(body))
+		if form.Get("verbose") == "1" {
+			mode.verbose = true
+		}
+		if form.Get("strict") == "1" { // an explicit request for strict answers wins
+			mode.strict, mode.legacy = true, false
+		}
+		data, err := legacyData(body, r.URL.Query())
+		if err != nil {
+			s.importRejected(w, mode, p, err)
+			return
+		}
+		body = data
+	}
+	if !s.limiter.Allow(p.Project.ID, int64(len(body)), int64(p.Project.RateLimit.BytesPerMinute)) {
+		s.met.rejected.Add(1, strconv.FormatInt(p.Project.ID, 10), "rate_limited")
+		writeError(w, http.StatusTooManyRequests, "Project exceeded rate limits. Please retry the request with exponential backoff.")
+		return
+	}
+
+	dec := s.decoders.Get().(*decodeState)
+	defer s.decoders.Put(dec)
+	var err error
+	dec.recs, err = record.Split(body, mode.ndjson, s.limits, dec.recs[:0])
+	if err != nil {
+		s.importRejected(w, mode, p, err)
+		return
+	}
+	if len(dec.recs) == 0 {
+		s.importRejected(w, mode, p, fmt.Errorf("%w: the request contains no records", errBadBody))
+		return
+	}
+	dec.batch = store.Batch{Events: dec.batch.Events[:0], Merges: dec.batch.Merges[:0]}
+	failures := dec.d.Decode(record.Options{
+		Project:    p.Project.ID,
+		Token:      p.Project.Token,
+		AllowMerge: p.Method != auth.ProjectToken,
+		Strict:     mode.strict,
+		Now:        s.now(),
+	}, dec.recs, &dec.batch)
+	accepted := len(dec.batch.Events) + len(dec.batch.Merges)
+	project := strconv.FormatInt(p.Project.ID, 10)
+	for _, f := range failures {
+		s.met.rejected.Add(1, project, f.Field)
+	}
+	if accepted > 0 {
+		if _, err := s.commit(r.Context(), dec.batch); err != nil {
+			s.log.Error("import commit failed", "project", p.Project.ID, "records", accepted, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "the records could not be stored; nothing from this request was accepted, retry")
+			return
+		}
+		s.met.accepted.Add(int64(accepted), project)
+	}
+	switch {
+	case mode.legacy:
+		msg := ""
+		if len(failures) > 0 {
+			msg = fmt.Sprintf("%d of %d records failed validation; first: %s: %s", len(failures), len(dec.recs), failures[0].Field, failures[0].Message)
+		}
+		writeLegacy(w, mode.verbose, accepted > 0, msg)
+	case len(failures) == 0:
+		writeJSON(w, http.StatusOK, strictOK{Code: 200, Imported: accepted, Status: "OK"})
+	default:
+		writeJSON(w, http.StatusBadRequest, strictInvalid{
+			Code: 400, Error: "some data points in the request failed validation", Status: "Bad Request",
+			Imported: accepted, Failed: failures,
+		})
+	}
+}
+
+// importRejected answers a request refused as a whole; nothing was stored.
+func (s *Server) importRejected(w http.ResponseWriter, mode importMode, p auth.Principal, err error) {
+	status := http.StatusBadRequest
+	reason := "malformed"
+	switch {
+	case errors.Is(err, errTooLarge), errors.Is(err, record.ErrTooManyRecords), errors.Is(err, record.ErrEventTooLarge):
+		status, reason = http.StatusRequestEntityTooLarge, "too_large"
+	}
+	s.met.rejected.Add(1, strconv.FormatInt(p.Project.ID, 10), reason)
+	if mode.legacy && status == http.StatusBadRequest {
+		writeLegacy(w, mode.verbose, false, err.Error())
+		return
+	}
+	writeError(w, status, err.Error())
+}
+
+// commit hands the batch to the group committer and records its latency.
+func (s *Server) commit(ctx context.Context, b store.Batch) (store.WriteResult, error) {
+	start := time.Now()
+	res, err := s.committer.Commit(ctx, b)
+	s.met.commitWait.Observe(time.Since(start))
+	return res, err
+}

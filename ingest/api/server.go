@@ -1,0 +1,198 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/auth"
+	"github.com/tributary-dev/tributary/ingest/commit"
+	"github.com/tributary-dev/tributary/ingest/ratelimit"
+	"github.com/tributary-dev/tributary/ingest/record"
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/internal/metrics"
+)
+
+// Deps are what the API needs from the rest of the server.
+type Deps struct {
+	Config    *config.Config
+	Store     store.Store
+	Committer *commit.Committer
+	Auth      *auth.Authenticator
+	Metrics   *metrics.Registry
+	Logger    *slog.Logger
+	Now       func() time.Time // nil: time.Now
+}
+
+// Server holds the handlers' shared state.
+type Server struct {
+	cfg       *config.Config
+	store     store.Store
+	committer *commit.Committer
+	auth      *auth.Authenticator
+	limiter   *ratelimit.Limiter
+	log       *slog.Logger
+	now       func() time.Time
+	limits    record.Limits
+	met       serverMetrics
+
+	bufs     sync.Pool // *bytes.Buffer request bodies
+	decoders sync.Pool // *decodeState
+}
+
+type decodeState struct {
+	d     record.Decoder
+	recs  [][]byte
+	batch store.Batch
+}
+
+type serverMetrics struct {
+	reg        *metrics.Registry
+	requests   *metrics.CounterVec
+	accepted   *metrics.CounterVec
+	rejected   *metrics.CounterVec
+	commitWait *metrics.Histogram
+	exported   *metrics.CounterVec
+}
+
+// New builds the API server.
+func New(d Deps) *Server {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Logger == nil {
+		d.Logger = slog.Default()
+	}
+	if d.Metrics == nil {
+		d.Metrics = metrics.New()
+	}
+	s := &Server{
+		cfg: d.Config, store: d.Store, committer: d.Committer, auth: d.Auth,
+		limiter: ratelimit.New(d.Now), log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
+	}
+	s.bufs.New = func() any { return new(bytes.Buffer) }
+	s.decoders.New = func() any { return new(decodeState) }
+	reg := d.Metrics
+	s.met = serverMetrics{
+		reg:        reg,
+		requests:   reg.Counter("tributary_http_requests_total", "HTTP requests by route and status.", "route", "code"),
+		accepted:   reg.Counter("tributary_records_accepted_total", "Records accepted and durably stored (duplicates included).", "project"),
+		rejected:   reg.Counter("tributary_records_rejected_total", "Records or requests refused, by reason (failed field, too_large, rate_limited, malformed).", "project", "reason"),
+		commitWait: reg.Histogram("tributary_commit_seconds", "Time from handing a batch to the group committer until it is durable.", 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
+		exported:   reg.Counter("tributary_events_exported_total", "Events written by raw export.", "project"),
+	}
+	return s
+}
+
+// Handler returns the routed, instrumented handler.
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	route := func(pattern, name string, h http.HandlerFunc) {
+		mux.Handle(pattern, s.instrument(name, h))
+	}
+	route("/import", "import", s.handleImport)
+	route("/api/2.0/export", "export", s.handleExport)
+	route("/oauth/token", "oauth_token", s.auth.ServeToken)
+	route("/healthz", "healthz", s.handleHealth)
+	route("/metrics", "metrics", s.handleMetrics)
+	route("/", "not_found", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no such endpoint: %s %s", r.Method, r.URL.Path))
+	})
+	return mux
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if r.code == 0 {
+		r.code = code
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	if r.code == 0 {
+		r.code = http.StatusOK
+	}
+	return r.ResponseWriter.Write(b)
+}
+
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		rec := &statusRecorder{ResponseWriter: w}
+		h(rec, r)
+		if rec.code == 0 {
+			rec.code = http.StatusOK
+		}
+		s.met.requests.Add(1, route, strconv.Itoa(rec.code))
+	})
+}
+
+// authorize authenticates, checks the role for writes and the project's
+// data residency. On failure it has already answered.
+func (s *Server) authorize(w http.ResponseWriter, r *http.Request, allow auth.Allowed, write bool) (auth.Principal, bool) {
+	p, err := s.auth.Request(r, allow)
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, auth.ErrUnauthorized) {
+			writeError(w, http.StatusUnauthorized, msg)
+		} else {
+			writeError(w, http.StatusForbidden, msg)
+		}
+		return p, false
+	}
+	if write && !p.CanWrite() {
+		writeError(w, http.StatusForbidden, fmt.Sprintf("service account %q has role %s in project %d; writing needs owner or admin", p.Account, p.Role, p.Project.ID))
+		return p, false
+	}
+	if p.Project.Region != s.cfg.Region {
+		writeError(w, http.StatusForbidden, fmt.Sprintf(
+			"project %d is enrolled in %s data residency; send its requests to the %s host (this server is %s)",
+			p.Project.ID, regionName(p.Project.Region), p.Project.Region.Host(), s.cfg.Region.Host()))
+		return p, false
+	}
+	return p, true
+}
+
+func regionName(r config.Region) string {
+	switch r {
+	case config.RegionEU:
+		return "EU"
+	case config.RegionIN:
+		return "India"
+	}
+	return "US"
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	if err := s.store.Ping(ctx); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "store": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "store": "ok"})
+}
+
+func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	if err := s.met.reg.Write(w); err != nil {
+		s.log.Warn("writing metrics", "err", err)
+	}
+}

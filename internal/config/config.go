@@ -1,0 +1,172 @@
+// Package config loads and validates the server's YAML configuration.
+// Every error names the file, the key and what is wrong, because a server
+// that starts with a half-understood config is worse than one that refuses.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Region is where a server (and a project's data) lives.
+type Region string
+
+const (
+	RegionUS Region = "us"
+	RegionEU Region = "eu"
+	RegionIN Region = "in"
+)
+
+// Host is the public API host name prefix of the region (spec §4.1).
+func (r Region) Host() string {
+	switch r {
+	case RegionEU:
+		return "api-eu"
+	case RegionIN:
+		return "api-in"
+	}
+	return "api"
+}
+
+// Role of a service account; writes need owner or admin.
+type Role string
+
+const (
+	RoleOwner    Role = "owner"
+	RoleAdmin    Role = "admin"
+	RoleAnalyst  Role = "analyst"
+	RoleConsumer Role = "consumer"
+)
+
+// CanWrite reports whether the role may import data or change configuration.
+func (r Role) CanWrite() bool { return r == RoleOwner || r == RoleAdmin }
+
+// IDManagement is the project's identity merge system.
+type IDManagement string
+
+const (
+	IDOriginal   IDManagement = "original"
+	IDSimplified IDManagement = "simplified"
+)
+
+// ServiceAccount authenticates API calls with HTTP Basic username:secret.
+type ServiceAccount struct {
+	Username string `yaml:"username"`
+	Secret   string `yaml:"secret"`
+	Role     Role   `yaml:"role"`
+}
+
+// RateLimit caps a project's ingestion on a rolling one-minute window.
+type RateLimit struct {
+	// BytesPerMinute of uncompressed JSON; Mixpanel's public limit is 2 GB.
+	BytesPerMinute ByteSize `yaml:"bytes_per_minute"`
+}
+
+// Project is one analytics project served by this server.
+type Project struct {
+	ID              int64            `yaml:"id"`
+	Name            string           `yaml:"name"`
+	Token           string           `yaml:"token"`
+	APISecret       string           `yaml:"api_secret"`
+	Region          Region           `yaml:"region"`
+	IDManagement    IDManagement     `yaml:"id_management"`
+	ServiceAccounts []ServiceAccount `yaml:"service_accounts"`
+	RateLimit       *RateLimit       `yaml:"rate_limit"`
+}
+
+// Config is the whole server configuration.
+type Config struct {
+	Listen     string   `yaml:"listen"`
+	DataDir    string   `yaml:"data_dir"`
+	Region     Region   `yaml:"region"`
+	Store      string   `yaml:"store"` // "" or "embedded": DuckDB under data_dir
+	LogLevel   string   `yaml:"log_level"`
+	LogFormat  string   `yaml:"log_format"` // text or json
+	ImportsDir string   `yaml:"imports_dir"`
+	OAuthTTL   Duration `yaml:"oauth_token_ttl"`
+	// MemoryLimit caps the embedded store's working memory (DuckDB syntax, e.g. "2GB").
+	MemoryLimit string    `yaml:"memory_limit"`
+	Projects    []Project `yaml:"projects"`
+
+	file string
+}
+
+// File is the path the configuration was read from.
+func (c *Config) File() string { return c.file }
+
+// DefaultRateLimit is Mixpanel's public per-project ceiling.
+const DefaultRateLimit ByteSize = 2 << 30
+
+// Load reads, interpolates, decodes and validates a config file.
+func Load(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return Parse(path, raw, os.LookupEnv)
+}
+
+// Parse is Load without the file system; lookup resolves ${VAR}.
+func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+	text, err := interpolate(string(raw), lookup)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(text)))
+	dec.KnownFields(true) // a misspelt key is an error, not a silent default
+	var c Config
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // empty file: validation says what is missing
+		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	c.file = path
+	c.setDefaults()
+	if err := c.validate(); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return &c, nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Listen == "" {
+		c.Listen = "127.0.0.1:8080"
+	}
+	if c.DataDir == "" {
+		c.DataDir = "./data"
+	}
+	if c.Region == "" {
+		c.Region = RegionUS
+	}
+	if c.LogLevel == "" {
+		c.LogLevel = "info"
+	}
+	if c.LogFormat == "" {
+		c.LogFormat = "text"
+	}
+	if c.ImportsDir == "" {
+		c.ImportsDir = "configs/imports"
+	}
+	if c.OAuthTTL == 0 {
+		c.OAuthTTL = Duration(3600e9)
+	}
+	for i := range c.Projects {
+		p := &c.Projects[i]
+		if p.Region == "" {
+			p.Region = RegionUS
+		}
+		if p.IDManagement == "" {
+			p.IDManagement = IDSimplified
+		}
+		if p.RateLimit == nil {
+			p.RateLimit = &RateLimit{}
+		}
+		if p.RateLimit.BytesPerMinute == 0 {
+			p.RateLimit.BytesPerMinute = DefaultRateLimit
+		}
+	}
+}

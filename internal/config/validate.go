@@ -1,0 +1,114 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"strings"
+)
+
+// FieldError names the key that is wrong, as a path into the file.
+type FieldError struct {
+	Key     string
+	Problem string
+}
+
+func (e *FieldError) Error() string { return e.Key + ": " + e.Problem }
+
+func bad(key, format string, args ...any) error {
+	return &FieldError{Key: key, Problem: fmt.Sprintf(format, args...)}
+}
+
+func (c *Config) validate() error {
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		return bad("listen", "must be host:port, got %q", c.Listen)
+	}
+	if !validRegion(c.Region) {
+		return bad("region", "must be one of us, eu, in; got %q", c.Region)
+	}
+	switch c.Store {
+	case "", "embedded":
+	default:
+		return bad("store", "must be empty or \"embedded\" (the Postgres store is not available yet); got %q", c.Store)
+	}
+	switch strings.ToLower(c.LogLevel) {
+	case "debug", "info", "warn", "error":
+	default:
+		return bad("log_level", "must be one of debug, info, warn, error; got %q", c.LogLevel)
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		return bad("log_format", "must be text or json; got %q", c.LogFormat)
+	}
+	if c.OAuthTTL < Duration(60e9) {
+		return bad("oauth_token_ttl", "must be at least 1m")
+	}
+	if len(c.Projects) == 0 {
+		return bad("projects", "at least one project is required")
+	}
+	ids := map[int64]string{}
+	creds := map[string]string{} // token/secret value -> key that declared it
+	accounts := map[string]accountSeen{}
+	for i := range c.Projects {
+		if err := c.Projects[i].validate(fmt.Sprintf("projects[%d]", i), ids, creds, accounts); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type accountSeen struct {
+	key, secret string
+}
+
+func (p *Project) validate(key string, ids map[int64]string, creds map[string]string, accounts map[string]accountSeen) error {
+	if p.ID <= 0 {
+		return bad(key+".id", "must be a positive integer")
+	}
+	if prev, ok := ids[p.ID]; ok {
+		return bad(key+".id", "%d is already used by %s", p.ID, prev)
+	}
+	ids[p.ID] = key
+	if strings.TrimSpace(p.Name) == "" {
+		return bad(key+".name", "must not be empty")
+	}
+	for _, c := range []struct{ field, value string }{{"token", p.Token}, {"api_secret", p.APISecret}} {
+		k := key + "." + c.field
+		if len(c.value) < 8 {
+			return bad(k, "must be at least 8 characters")
+		}
+		if prev, ok := creds[c.value]; ok {
+			return bad(k, "must be unique; the same value is used by %s", prev)
+		}
+		creds[c.value] = k
+	}
+	if !validRegion(p.Region) {
+		return bad(key+".region", "must be one of us, eu, in; got %q", p.Region)
+	}
+	if p.IDManagement != IDOriginal && p.IDManagement != IDSimplified {
+		return bad(key+".id_management", "must be original or simplified; got %q", p.IDManagement)
+	}
+	for j, sa := range p.ServiceAccounts {
+		k := fmt.Sprintf("%s.service_accounts[%d]", key, j)
+		if strings.TrimSpace(sa.Username) == "" {
+			return bad(k+".username", "must not be empty")
+		}
+		if len(sa.Secret) < 8 {
+			return bad(k+".secret", "must be at least 8 characters")
+		}
+		switch sa.Role {
+		case RoleOwner, RoleAdmin, RoleAnalyst, RoleConsumer:
+		default:
+			return bad(k+".role", "must be one of owner, admin, analyst, consumer; got %q", sa.Role)
+		}
+		// One account may be a member of several projects, but it has one secret.
+		if prev, ok := accounts[sa.Username]; ok && prev.secret != sa.Secret {
+			return bad(k+".secret", "differs from the secret of the same account at %s", prev.key)
+		}
+		accounts[sa.Username] = accountSeen{key: k, secret: sa.Secret}
+	}
+	if p.RateLimit.BytesPerMinute < 0 {
+		return bad(key+".rate_limit.bytes_per_minute", "must be positive")
+	}
+	return nil
+}
+
+func validRegion(r Region) bool { return r == RegionUS || r == RegionEU || r == RegionIN }

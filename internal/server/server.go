@@ -1,0 +1,90 @@
+// Package server assembles a running Tributary process from its config:
+// store, group committer, authenticator, HTTP API, and graceful shutdown.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/api"
+	"github.com/tributary-dev/tributary/ingest/auth"
+	"github.com/tributary-dev/tributary/ingest/commit"
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/duckstore"
+	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/internal/metrics"
+)
+
+// ShutdownGrace bounds how long in-flight requests may take after SIGTERM.
+const ShutdownGrace = 30 * time.Second
+
+// Run serves until ctx is cancelled, then shuts down gracefully: stop
+// accepting, finish in-flight requests (their commits included), close the
+// store. ready, when not nil, receives the bound address once listening.
+func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(addr string)) error {
+	st, err := openStore(ctx, cfg, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := st.Close(); err != nil {
+			log.Error("closing store", "err", err)
+		}
+	}()
+	reg := metrics.New()
+	committer := commit.New(instrumented(st, reg), commit.Options{})
+	a := auth.New(cfg, time.Now)
+	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log})
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	hs := &http.Server{
+		Handler:           apiSrv.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	log.Info("tributary listening", "addr", ln.Addr().String(), "region", cfg.Region, "data_dir", cfg.DataDir, "projects", len(cfg.Projects))
+	if ready != nil {
+		ready(ln.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		_ = committer.Close()
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests")
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil {
+		log.Error("graceful shutdown incomplete", "err", err)
+	}
+	if err := committer.Close(); err != nil {
+		log.Error("closing committer", "err", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
+	path := filepath.Join(cfg.DataDir, "tributary.duckdb")
+	st, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("open embedded store %s: %w", path, err)
+	}
+	return st, nil
+}
