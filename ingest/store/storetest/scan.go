@@ -18,12 +18,12 @@ func testScanRange(t *testing.T, h Harness) {
 		want     []store.Event
 	}{
 		{100, 110, evs},
-		{100, 101, evs[:1]},   // FromMs inclusive
-		{101, 109, evs[1:9]},  // ToMs exclusive
-		{109, 110, evs[9:]},   // last one alone
-		{105, 105, nil},       // empty range
-		{110, 200, nil},       // after everything
-		{0, 100, nil},         // ends right before the first
+		{100, 101, evs[:1]},  // FromMs inclusive
+		{101, 109, evs[1:9]}, // ToMs exclusive
+		{109, 110, evs[9:]},  // last one alone
+		{105, 105, nil},      // empty range
+		{110, 200, nil},      // after everything
+		{0, 100, nil},        // ends right before the first
 		{-1 << 62, 103, evs[:3]},
 	}
 	for _, c := range cases {

@@ -1,0 +1,191 @@
+package duckstore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/storetest"
+)
+
+// testOptions keeps each test's DuckDB small: the suite opens many at once.
+var testOptions = Options{MemoryLimit: "512MB", Threads: 2}
+
+func openAt(t testing.TB, path string) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, testOptions)
+	if err != nil {
+		t.Fatalf("open %s: %v", path, err)
+	}
+	return s
+}
+
+func harness() storetest.Harness {
+	return storetest.Harness{
+		Open: func(t testing.TB) store.Store {
+			return openAt(t, filepath.Join(t.TempDir(), "sub", "events.duckdb"))
+		},
+		Reopen: func(t testing.TB, s store.Store) store.Store {
+			ds := s.(*Store)
+			path := ds.path
+			if err := ds.Close(); err != nil {
+				t.Fatalf("close before reopen: %v", err)
+			}
+			return openAt(t, path)
+		},
+		Merges: func(t testing.TB, s store.Store, project int64) []store.Merge {
+			var out []store.Merge
+			err := s.(*Store).ScanMerges(context.Background(), project, func(m *store.Merge) error {
+				c := *m
+				c.Props = bytes.Clone(m.Props)
+				out = append(out, c)
+				return nil
+			})
+			if err != nil {
+				t.Fatalf("scan merges: %v", err)
+			}
+			return out
+		},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, harness())
+}
+
+func TestOpenCreatesSchemaIdempotently(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "a", "b", "x.duckdb")
+	s := openAt(t, path)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("database file not created: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path)
+	defer s.Close()
+	var n, v int
+	if err := s.db.QueryRow(`SELECT count(*), max(version) FROM schema_version`).Scan(&n, &v); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || v != schemaVersion {
+		t.Fatalf("schema_version has %d rows, version %d; want 1 row, %d", n, v, schemaVersion)
+	}
+}
+
+func TestOpenRefusesNewerSchema(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.duckdb")
+	s := openAt(t, path)
+	if _, err := s.db.Exec(`INSERT INTO schema_version VALUES (?)`, schemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s, err := Open(context.Background(), path, testOptions); err == nil {
+		s.Close()
+		t.Fatal("opened a file with a newer schema version")
+	}
+}
+
+func TestOptionsApplied(t *testing.T) {
+	s, err := Open(context.Background(), filepath.Join(t.TempDir(), "x.duckdb"), Options{MemoryLimit: "300MB", Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	settings := map[string]string{}
+	rows, err := s.db.Query(`SELECT name, value FROM duckdb_settings() WHERE name IN ('memory_limit', 'threads', 'checkpoint_threshold')`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			t.Fatal(err)
+		}
+		settings[k] = v
+	}
+	// DuckDB reports sizes in its own units (MiB/GiB), so compare loosely.
+	if settings["threads"] != "1" || !bytes.Contains([]byte(settings["memory_limit"]), []byte("MiB")) ||
+		!bytes.Contains([]byte(settings["checkpoint_threshold"]), []byte("MiB")) {
+		t.Fatalf("settings = %v", settings)
+	}
+	t.Logf("settings: %v", settings)
+}
+
+// TestFailedWriteLeavesNothing proves that BEGIN / appender / COMMIT on one
+// connection is atomic: a write that fails after every row was appended
+// and flushed (just before COMMIT) leaves no event, no merge and no key.
+func TestFailedWriteLeavesNothing(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "x.duckdb"))
+	defer s.Close()
+	ctx := context.Background()
+	evs := storetest.GenEvents(1, 50_000, 0) // several appender flushes' worth
+	merges := []store.Merge{{DistinctIDs: [2]string{"a", "b"}, Props: []byte(`{}`)}}
+	boom := errors.New("injected failure before commit")
+	s.beforeCommit = func() error {
+		// The rows are really in the open transaction at this point.
+		var n int
+		err := s.writer.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&n)
+		if err != nil || n != len(evs) {
+			t.Errorf("inside the transaction: %d rows (err %v), want %d", n, err, len(evs))
+		}
+		return boom
+	}
+	_, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs, Merges: merges}})
+	if !errors.Is(err, boom) {
+		t.Fatalf("write error = %v, want the injected one", err)
+	}
+	requireCounts(t, s, 0, 0)
+	if len(s.keys) != 0 {
+		t.Fatalf("failed write left %d keys in the dedup set", len(s.keys))
+	}
+
+	s.beforeCommit = nil
+	res, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs, Merges: merges}})
+	if err != nil || res.Inserted != len(evs) || res.Merges != 1 {
+		t.Fatalf("retry: %+v, %v", res, err)
+	}
+	requireCounts(t, s, len(evs), 1)
+}
+
+// TestCancelMidWrite cancels while a large write is appending and checks
+// all-or-nothing: either it failed and nothing is stored, or it committed.
+func TestCancelMidWrite(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "x.duckdb"))
+	defer s.Close()
+	evs := storetest.GenEvents(1, 200_000, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	// Appending 200k events takes far longer than this on any machine.
+	time.AfterFunc(20*time.Millisecond, cancel)
+	res, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}})
+	cancel()
+	switch {
+	case err != nil:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("write error %v, want context.Canceled", err)
+		}
+		requireCounts(t, s, 0, 0)
+	default:
+		t.Logf("write committed before the cancellation landed: %+v", res)
+		requireCounts(t, s, len(evs), 0)
+	}
+}
+
+func requireCounts(t *testing.T, s *Store, events, merges int) {
+	t.Helper()
+	var ne, nm int
+	if err := s.db.QueryRow(`SELECT (SELECT count(*) FROM events), (SELECT count(*) FROM merges)`).Scan(&ne, &nm); err != nil {
+		t.Fatal(err)
+	}
+	if ne != events || nm != merges {
+		t.Fatalf("table has %d events and %d merges, want %d and %d", ne, nm, events, merges)
+	}
+}
