@@ -2,7 +2,6 @@ package record
 
 import (
 	"strings"
-	"unicode/utf8"
 	"unsafe"
 )
 
@@ -74,7 +73,3 @@ func appendString(dst []byte, s string, escapes bool) []byte {
 	dst = append(dst, s[start:]...)
 	return append(dst, '"')
 }
-
-// validUTF8 is utf8.ValidString, named for symmetry with the fast path that
-// skips it when the scanner saw no bad byte in the record.
-func validUTF8(s string) bool { return utf8.ValidString(s) }

@@ -20,8 +20,10 @@ type scanner struct {
 	lone    bool   // lone surrogate escapes: the record must go through fixSurrogates
 }
 
-// maxNesting matches fastjson.MaxDepth, the deepest record fastjson parses.
-const maxNesting = 300
+// maxNesting bounds container nesting. fastjson refuses more than 300 levels
+// (counting the innermost scalar); staying well below keeps the two passes in
+// agreement, and any record this deep fails the depth rule anyway.
+const maxNesting = 256
 
 type syntaxError struct {
 	off int

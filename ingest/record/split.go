@@ -73,12 +73,18 @@ type framer struct {
 	base int // len(dst) on entry: only records of this body count toward the limit
 }
 
-// add appends one record after checking both limits.
-func (f *framer) add(start, end int) error {
-	n := len(f.dst) - f.base
-	if n >= f.lim.MaxRecords {
+// more is called when another record starts: the count limit fails the body
+// before that record is even scanned.
+func (f *framer) more() error {
+	if len(f.dst)-f.base >= f.lim.MaxRecords {
 		return fmt.Errorf("%w: the body holds more than %d records", ErrTooManyRecords, f.lim.MaxRecords)
 	}
+	return nil
+}
+
+// add appends one record after checking its size.
+func (f *framer) add(start, end int) error {
+	n := len(f.dst) - f.base
 	if end-start > f.lim.MaxEventBytes {
 		return fmt.Errorf("%w: record %d (at byte %d) is %d bytes; the limit is %d",
 			ErrEventTooLarge, n, start, end-start, f.lim.MaxEventBytes)
@@ -94,6 +100,9 @@ func (f *framer) array(i int) error {
 		return f.end(i + 1)
 	}
 	for {
+		if err := f.more(); err != nil {
+			return err
+		}
 		end, err := valueEnd(b, i)
 		if err != nil {
 			return err
@@ -131,6 +140,9 @@ func (f *framer) values(i int) error {
 		if b[i] != '{' && b[i] != '[' {
 			return fmt.Errorf("%w: at byte %d: expected a JSON object, found %q", ErrMalformed, i, b[i])
 		}
+		if err := f.more(); err != nil {
+			return err
+		}
 		end, err := valueEnd(b, i)
 		if err != nil {
 			return err
@@ -159,6 +171,9 @@ func (f *framer) lines() error {
 			e--
 		}
 		if e > s {
+			if err := f.more(); err != nil {
+				return err
+			}
 			if err := f.add(s, e); err != nil {
 				return err
 			}

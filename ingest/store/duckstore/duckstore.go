@@ -72,13 +72,13 @@ type Store struct {
 	// everything below.
 	wsem    chan struct{}
 	writer  *sql.Conn // dedicated: the appender and the transaction live on it
-	keys    map[store.Key]struct{}
+	keys    *keySet
 	nextSeq int64
 	scratch writeScratch
 
-	// beforeCommit, when set by tests, runs after the rows are appended and
-	// before COMMIT; an error aborts the write there.
-	beforeCommit func() error
+	// beforeCommit, when set by tests, runs on the writer connection after
+	// the rows are appended and before COMMIT; an error aborts the write there.
+	beforeCommit func(c *duckdb.Conn) error
 }
 
 var _ store.Store = (*Store)(nil)
@@ -152,17 +152,16 @@ func (s *Store) init(ctx context.Context) error {
 	return nil
 }
 
-// loadKeys fills the in-memory dedup set from the events table. Its cost
-// (time and ~40 bytes per key) is what this design pays for fast appends;
-// see the package tests for measured figures.
+// loadKeys fills the in-memory dedup set from the events table, in key
+// order so that filling the set walks memory sequentially (see keySet).
 func (s *Store) loadKeys(ctx context.Context) error {
 	start := time.Now()
-	var n int64
+	var n int
 	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE k_hi IS NOT NULL`).Scan(&n); err != nil {
 		return fmt.Errorf("count keys: %w", err)
 	}
-	s.keys = make(map[store.Key]struct{}, n)
-	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`)
+	s.keys = newKeySet(n)
+	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL ORDER BY k_hi`)
 	if err != nil {
 		return fmt.Errorf("load keys: %w", err)
 	}
@@ -172,12 +171,12 @@ func (s *Store) loadKeys(ctx context.Context) error {
 		if err := rows.Scan(&hi, &lo); err != nil {
 			return fmt.Errorf("load keys: %w", err)
 		}
-		s.keys[joinKey(hi, lo)] = struct{}{}
+		s.keys.add(joinKey(hi, lo))
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load keys: %w", err)
 	}
-	s.log.Info("duckstore: dedup keys loaded", "keys", len(s.keys), "took", time.Since(start))
+	s.log.Info("duckstore: dedup keys loaded", "keys", s.keys.len(), "took", time.Since(start))
 	return nil
 }
 

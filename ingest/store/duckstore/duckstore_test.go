@@ -3,11 +3,15 @@ package duckstore
 import (
 	"bytes"
 	"context"
+	"database/sql/driver"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/storetest"
@@ -130,11 +134,9 @@ func TestFailedWriteLeavesNothing(t *testing.T) {
 	evs := storetest.GenEvents(1, 50_000, 0) // several appender flushes' worth
 	merges := []store.Merge{{DistinctIDs: [2]string{"a", "b"}, Props: []byte(`{}`)}}
 	boom := errors.New("injected failure before commit")
-	s.beforeCommit = func() error {
+	s.beforeCommit = func(c *duckdb.Conn) error {
 		// The rows are really in the open transaction at this point.
-		var n int
-		err := s.writer.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&n)
-		if err != nil || n != len(evs) {
+		if n, err := countOn(ctx, c); err != nil || n != int64(len(evs)) {
 			t.Errorf("inside the transaction: %d rows (err %v), want %d", n, err, len(evs))
 		}
 		return boom
@@ -144,8 +146,8 @@ func TestFailedWriteLeavesNothing(t *testing.T) {
 		t.Fatalf("write error = %v, want the injected one", err)
 	}
 	requireCounts(t, s, 0, 0)
-	if len(s.keys) != 0 {
-		t.Fatalf("failed write left %d keys in the dedup set", len(s.keys))
+	if s.keys.len() != 0 {
+		t.Fatalf("failed write left %d keys in the dedup set", s.keys.len())
 	}
 
 	s.beforeCommit = nil
@@ -177,6 +179,25 @@ func TestCancelMidWrite(t *testing.T) {
 		t.Logf("write committed before the cancellation landed: %+v", res)
 		requireCounts(t, s, len(evs), 0)
 	}
+}
+
+// countOn counts events through the driver connection itself: the
+// transaction is only visible there.
+func countOn(ctx context.Context, c *duckdb.Conn) (int64, error) {
+	rows, err := c.QueryContext(ctx, `SELECT count(*) FROM events`, nil)
+	if err != nil {
+		return 0, err
+	}
+	defer rows.Close()
+	dest := make([]driver.Value, 1)
+	if err := rows.Next(dest); err != nil {
+		return 0, err
+	}
+	n, ok := dest[0].(int64)
+	if !ok {
+		return 0, fmt.Errorf("count is %T", dest[0])
+	}
+	return n, nil
 }
 
 func requireCounts(t *testing.T, s *Store, events, merges int) {

@@ -73,7 +73,7 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	}
 	// Only now, with the transaction durable, may later writes see these keys.
 	for k := range newKeys {
-		s.keys[k] = struct{}{}
+		s.keys.add(k)
 	}
 	s.nextSeq += n
 	return res, nil
@@ -102,9 +102,8 @@ func (s *Store) plan(batches []store.Batch) (store.WriteResult, map[store.Key]st
 					// event a duplicate of the first one.
 					r.key = store.DedupKey(b.Project, e.Name, e.DistinctID, e.TimeMs, e.InsertID)
 				}
-				_, stored := s.keys[r.key]
-				_, seen := sc.pending[r.key]
-				if stored || seen {
+				// pending is small and hot; ask it before the big set.
+				if _, seen := sc.pending[r.key]; seen || s.keys.has(r.key) {
 					br.Duplicates++
 					continue
 				}
@@ -154,7 +153,7 @@ func (s *Store) commit(ctx context.Context, c *duckdb.Conn, batches []store.Batc
 		return err
 	}
 	if s.beforeCommit != nil {
-		if err := s.beforeCommit(); err != nil {
+		if err := s.beforeCommit(c); err != nil {
 			return err
 		}
 	}

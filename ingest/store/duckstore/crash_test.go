@@ -1,0 +1,184 @@
+package duckstore
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/storetest"
+)
+
+// Environment of the child process of TestKillNineLosesNothing.
+const (
+	crashEnvPath  = "DUCKSTORE_CRASH_CHILD_PATH"
+	crashEnvFirst = "DUCKSTORE_CRASH_CHILD_FIRST"
+)
+
+const (
+	crashWriters   = 4
+	crashBatchSize = 500 // events with insert id per batch, plus one without
+)
+
+// crashBatch is batch number i: its insert ids are derived from i, and it
+// carries one event without insert id so partial batches would show.
+func crashBatch(i int) store.Batch {
+	evs := storetest.GenEvents(1, crashBatchSize, int64(i)*10_000)
+	evs = append(evs, storetest.NewEvent(1, "anon", fmt.Sprintf("batch-%d", i), int64(i)*10_000, "", `{}`))
+	return store.Batch{Project: 1, Events: evs}
+}
+
+// TestCrashChild is the writer that TestKillNineLosesNothing kills. Writers
+// take batch numbers from a shared counter and print "ACK n" after Write
+// returns nil; the parent treats those as acknowledged.
+func TestCrashChild(t *testing.T) {
+	path := os.Getenv(crashEnvPath)
+	if path == "" {
+		t.Skip("child process of TestKillNineLosesNothing")
+	}
+	first, _ := strconv.Atoi(os.Getenv(crashEnvFirst))
+	s, err := Open(context.Background(), path, Options{})
+	if err != nil {
+		fmt.Println("ERR", err)
+		os.Exit(2)
+	}
+	var mu sync.Mutex
+	next := first
+	for range crashWriters {
+		go func() {
+			for {
+				mu.Lock()
+				i := next
+				next++
+				mu.Unlock()
+				if _, err := s.Write(context.Background(), []store.Batch{crashBatch(i)}); err != nil {
+					fmt.Println("ERR", err)
+					os.Exit(2)
+				}
+				mu.Lock()
+				fmt.Printf("ACK %d\n", i) // stdout is unbuffered: one write(2) per line
+				mu.Unlock()
+			}
+		}()
+	}
+	select {} // until killed
+}
+
+// TestKillNineLosesNothing kills a writing process with SIGKILL at
+// arbitrary moments and checks, after each restart, that every acknowledged
+// batch is stored whole, every other batch is whole or absent, and nothing
+// is stored twice, including batches a client re-sends after the crash.
+func TestKillNineLosesNothing(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	path := filepath.Join(t.TempDir(), "crash.duckdb")
+	acked := map[int]bool{}
+	next := 0
+	for round := range 4 {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestCrashChild$", "-test.v=false")
+		cmd.Env = append(os.Environ(), crashEnvPath+"="+path, crashEnvFirst+"="+strconv.Itoa(next))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		killAt := time.Now().Add(time.Duration(300+200*round) * time.Millisecond)
+		sc := bufio.NewScanner(out)
+		roundAcks := 0
+		for sc.Scan() {
+			line := sc.Text()
+			if n, ok := strings.CutPrefix(line, "ACK "); ok {
+				i, _ := strconv.Atoi(n)
+				acked[i] = true
+				roundAcks++
+				next = max(next, i+1)
+			} else if strings.HasPrefix(line, "ERR") {
+				t.Fatalf("child: %s", line)
+			}
+			if time.Now().After(killAt) && roundAcks > 0 {
+				break
+			}
+		}
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		// In-flight batches may have committed without their ACK being read;
+		// numbers up to next+crashWriters may exist.
+		next += crashWriters
+
+		s := openAt(t, path)
+		verifyCrashState(t, s, acked, next)
+		// A client whose request got no answer re-sends it. Its events with
+		// insert id must dedup exactly against whatever survived the crash;
+		// the one without is sent only if the batch is absent, since those
+		// are never deduplicated.
+		for i := max(0, next-2*crashWriters); i < next; i++ {
+			b := crashBatch(i)
+			stored := len(storetest.Collect(t, s, store.Scan{Project: 1, FromMs: int64(i) * 10_000, ToMs: int64(i+1) * 10_000}))
+			want := len(b.Events)
+			if stored > 0 {
+				b.Events = b.Events[:crashBatchSize]
+				want = 0
+			}
+			res, err := s.Write(context.Background(), []store.Batch{b})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Inserted != want {
+				t.Fatalf("re-sent batch %d (%d events stored before): inserted %d, want %d", i, stored, res.Inserted, want)
+			}
+			acked[i] = true
+		}
+		verifyCrashState(t, s, acked, next)
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("round %d: %d acknowledged in this run, %d batches acknowledged in total", round, roundAcks, len(acked))
+	}
+}
+
+// verifyCrashState checks whole-or-nothing batches, exact dedup, and that
+// every acknowledged batch is present.
+func verifyCrashState(t *testing.T, s *Store, acked map[int]bool, limit int) {
+	t.Helper()
+	perBatch := map[int]int{}
+	seen := map[store.Key]bool{}
+	err := s.ScanEvents(context.Background(), store.Scan{Project: 1, FromMs: -1 << 62, ToMs: 1 << 62}, func(e *store.Event) error {
+		i := int(e.TimeMs / 10_000)
+		perBatch[i]++
+		if e.Dedupable() {
+			if seen[e.Key] {
+				return fmt.Errorf("event %s stored twice", e.InsertID)
+			}
+			seen[e.Key] = true
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range limit + crashWriters {
+		n := perBatch[i]
+		if n != 0 && n != crashBatchSize+1 {
+			t.Fatalf("batch %d stored partially: %d of %d events", i, n, crashBatchSize+1)
+		}
+		if acked[i] && n == 0 {
+			t.Fatalf("acknowledged batch %d lost", i)
+		}
+	}
+	if s.keys.len() != len(seen) {
+		t.Fatalf("dedup set holds %d keys, table %d", s.keys.len(), len(seen))
+	}
+}

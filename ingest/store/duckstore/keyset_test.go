@@ -1,0 +1,95 @@
+package duckstore
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+func randomKeys(n int, seed uint64) []store.Key {
+	r := rand.New(rand.NewPCG(seed, seed))
+	keys := make([]store.Key, n)
+	for i := range keys {
+		keys[i] = joinKey(int64(r.Uint64()), int64(r.Uint64()))
+	}
+	return keys
+}
+
+func TestKeySet(t *testing.T) {
+	for _, sizeHint := range []int{0, 1000, 200_000} {
+		ks := newKeySet(sizeHint)
+		keys := randomKeys(100_000, 1) // with hint 0 every shard grows many times
+		for i, k := range keys {
+			if !ks.add(k) {
+				t.Fatalf("hint %d: key %d reported as present", sizeHint, i)
+			}
+		}
+		for i, k := range keys {
+			if !ks.has(k) {
+				t.Fatalf("hint %d: key %d lost", sizeHint, i)
+			}
+			if ks.add(k) {
+				t.Fatalf("hint %d: key %d added twice", sizeHint, i)
+			}
+		}
+		for i, k := range randomKeys(100_000, 2) {
+			if ks.has(k) {
+				t.Fatalf("hint %d: absent key %d found", sizeHint, i)
+			}
+		}
+		if ks.len() != len(keys) {
+			t.Fatalf("hint %d: len %d, want %d", sizeHint, ks.len(), len(keys))
+		}
+	}
+}
+
+func TestKeySetEdgeKeys(t *testing.T) {
+	ks := newKeySet(0)
+	var zero, ones store.Key
+	for i := range ones {
+		ones[i] = 0xff
+	}
+	// Keys sharing a home slot and keys at the end of a shard (wrap-around).
+	near := []store.Key{ones, joinKey(-1, 0), joinKey(-1, 1), joinKey(-1, 2)}
+	if ks.has(zero) || !ks.add(zero) || !ks.has(zero) || ks.add(zero) {
+		t.Fatal("zero key mishandled")
+	}
+	for _, k := range near {
+		if !ks.add(k) {
+			t.Fatalf("%x reported present", k)
+		}
+	}
+	for _, k := range near {
+		if !ks.has(k) {
+			t.Fatalf("%x lost", k)
+		}
+	}
+	if ks.len() != 1+len(near) {
+		t.Fatalf("len %d", ks.len())
+	}
+}
+
+func BenchmarkKeySetHas(b *testing.B) {
+	keys := randomKeys(1_000_000, 3)
+	ks := newKeySet(len(keys))
+	m := make(map[store.Key]struct{}, len(keys))
+	for _, k := range keys {
+		ks.add(k)
+		m[k] = struct{}{}
+	}
+	b.Run("keySet", func(b *testing.B) {
+		for i := range b.N {
+			if !ks.has(keys[i%len(keys)]) {
+				b.Fatal("missing")
+			}
+		}
+	})
+	b.Run("map", func(b *testing.B) {
+		for i := range b.N {
+			if _, ok := m[keys[i%len(keys)]]; !ok {
+				b.Fatal("missing")
+			}
+		}
+	})
+}
