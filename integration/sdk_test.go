@@ -243,8 +243,11 @@ func TestSDKLegacyPaths(t *testing.T) {
 		t.Fatalf("export after strict=0 import: %d events, want 5", len(got))
 	}
 	// Merge posts form data={"event":"$merge","properties":{"$distinct_ids":[…]}}
-	// with the API secret and no token, and needs a bare 1 back.
-	if err := c.Merge(context.Background(), "sdk-user-a", "sdk-user-b"); err != nil {
-		t.Errorf("SDK Merge (form-encoded $merge with the API secret, no properties.token): %v", err)
+	// with the API secret and no properties.token. decisions.md and the spec
+	// (§2.2) require the token on every $merge, so the server answers the
+	// legacy 0 and the SDK must surface that as an error: the record is
+	// refused, not silently dropped. TestMergeRecords covers a $merge with the token.
+	if err := c.Merge(context.Background(), "sdk-user-a", "sdk-user-b"); err == nil {
+		t.Errorf("SDK Merge without properties.token was accepted; want the legacy 0 answer")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"testing"
 	"time"
@@ -114,4 +115,42 @@ func TestKeyLoadTime(t *testing.T) {
 	t.Logf("Open loaded %d keys in %v (%.1f M keys/s); Go heap +%d MB (%.0f bytes/key)", n, took,
 		float64(n)/took.Seconds()/1e6, (after.heap-before.heap)>>20, float64(after.heap-before.heap)/float64(n))
 	fmt.Fprintf(os.Stderr, "keyload: %d keys in %v\n", n, took)
+}
+
+// BenchmarkScan reads a 1M-event range: one op is one full scan. The first
+// 20480 rows come from a direct query, the rest through the temp table.
+func BenchmarkScan(b *testing.B) {
+	s, err := Open(context.Background(), filepath.Join(b.TempDir(), "scan.duckdb"), benchOptions)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	const n = 1_000_000
+	_, err = s.db.Exec(`INSERT INTO events SELECT 1, 'page_view', 'user-' || (i % 1000), (i * 7919) % 100000000, NULL,
+		'{"i":' || i || ',"pad":"' || repeat('x', 250) || '"}', i, i, NULL, NULL FROM range(?) t(i)`, n)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	start := time.Now()
+	for range b.N {
+		got := 0
+		err := s.ScanEvents(context.Background(), store.Scan{Project: 1, FromMs: 0, ToMs: 1 << 40}, func(*store.Event) error {
+			got++
+			return nil
+		})
+		if err != nil || got != n {
+			b.Fatalf("scanned %d, err %v", got, err)
+		}
+	}
+	b.ReportMetric(float64(b.N*n)/time.Since(start).Seconds(), "events/s")
+}
+
+type runtimeMem struct{ heap uint64 }
+
+func (m *runtimeMem) read() {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.heap = ms.HeapAlloc
 }

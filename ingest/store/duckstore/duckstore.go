@@ -60,6 +60,7 @@ var schema = []string{
 type Store struct {
 	db   *sql.DB
 	path string
+	lock *os.File // held while open; see lockFile
 	log  *slog.Logger
 
 	// life guards closed and ops: Close waits for operations in flight so
@@ -70,11 +71,18 @@ type Store struct {
 
 	// wsem is the writer lock (a channel so waiting honours ctx). It guards
 	// everything below.
-	wsem    chan struct{}
-	writer  *sql.Conn // dedicated: the appender and the transaction live on it
-	keys    *keySet
-	nextSeq int64
-	scratch writeScratch
+	wsem   chan struct{}
+	writer *sql.Conn // dedicated: the appender and the transaction live on it
+	// writerBroken: a ROLLBACK failed, so writer may still be inside a
+	// transaction; the next Write replaces the connection first.
+	writerBroken bool
+	keys         *keySet
+	nextSeq      int64
+	scratch      writeScratch
+
+	// scanPage is the size of a scan's first page (maxScanPage; tests
+	// lower it to cross page boundaries with little data).
+	scanPage int
 
 	// beforeCommit, when set by tests, runs on the writer connection after
 	// the rows are appended and before COMMIT; an error aborts the write there.
@@ -99,21 +107,27 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if opt.Threads > 0 {
 		cfg.Set("threads", strconv.Itoa(opt.Threads))
 	}
-	connector, err := duckdb.NewConnector(path+"?"+cfg.Encode(), nil)
+	lock, err := lockFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: open %s: %w", path, err)
 	}
+	connector, err := duckdb.NewConnector(path+"?"+cfg.Encode(), nil)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), lock.Close())
+	}
 	s := &Store{
-		db:   sql.OpenDB(connector),
-		path: path,
-		log:  opt.Logger,
-		wsem: make(chan struct{}, 1),
+		db:       sql.OpenDB(connector),
+		path:     path,
+		lock:     lock,
+		log:      opt.Logger,
+		wsem:     make(chan struct{}, 1),
+		scanPage: maxScanPage,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if err := s.init(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), s.db.Close())
+		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), s.db.Close(), lock.Close())
 	}
 	return s, nil
 }
@@ -152,8 +166,9 @@ func (s *Store) init(ctx context.Context) error {
 	return nil
 }
 
-// loadKeys fills the in-memory dedup set from the events table, in key
-// order so that filling the set walks memory sequentially (see keySet).
+// loadKeys fills the in-memory dedup set from the events table. Reading
+// rows and inserting keys cost about the same, so a goroutine reads while
+// this one inserts.
 func (s *Store) loadKeys(ctx context.Context) error {
 	start := time.Now()
 	var n int
@@ -161,20 +176,48 @@ func (s *Store) loadKeys(ctx context.Context) error {
 		return fmt.Errorf("count keys: %w", err)
 	}
 	s.keys = newKeySet(n)
-	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL ORDER BY k_hi`)
+	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`)
 	if err != nil {
 		return fmt.Errorf("load keys: %w", err)
 	}
-	defer rows.Close()
-	var hi, lo int64
-	for rows.Next() {
-		if err := rows.Scan(&hi, &lo); err != nil {
-			return fmt.Errorf("load keys: %w", err)
+	const chunk = 8192
+	full := make(chan []store.Key, 4)
+	empty := make(chan []store.Key, 4)
+	var readErr error
+	go func() {
+		defer close(full)
+		defer rows.Close()
+		buf := make([]store.Key, 0, chunk)
+		var hi, lo int64
+		for rows.Next() {
+			if err := rows.Scan(&hi, &lo); err != nil {
+				readErr = err
+				return
+			}
+			if buf = append(buf, joinKey(hi, lo)); len(buf) == chunk {
+				full <- buf
+				select {
+				case buf = <-empty:
+				default:
+					buf = make([]store.Key, 0, chunk)
+				}
+			}
 		}
-		s.keys.add(joinKey(hi, lo))
+		readErr = rows.Err()
+		full <- buf
+	}()
+	for buf := range full {
+		for _, k := range buf {
+			s.keys.add(k)
+		}
+		select {
+		case empty <- buf[:0]:
+		default:
+		}
 	}
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("load keys: %w", err)
+	// full is closed: the reader is done and readErr is safe to read.
+	if readErr != nil {
+		return fmt.Errorf("load keys: %w", readErr)
 	}
 	s.log.Info("duckstore: dedup keys loaded", "keys", s.keys.len(), "took", time.Since(start))
 	return nil
@@ -220,7 +263,8 @@ func (s *Store) Close() error {
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
 	}
-	errs = append(errs, s.db.Close())
+	// The database must be closed (and checkpointed) before the lock goes.
+	errs = append(errs, s.db.Close(), s.lock.Close())
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("duckstore: close: %w", err)
 	}

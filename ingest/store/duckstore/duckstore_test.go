@@ -29,10 +29,18 @@ func openAt(t testing.TB, path string) *Store {
 	return s
 }
 
-func harness() storetest.Harness {
+// harness runs the suite; scanPage > 0 overrides the scan page size.
+func harness(scanPage int) storetest.Harness {
+	open := func(t testing.TB, path string) store.Store {
+		s := openAt(t, path)
+		if scanPage > 0 {
+			s.scanPage = scanPage
+		}
+		return s
+	}
 	return storetest.Harness{
 		Open: func(t testing.TB) store.Store {
-			return openAt(t, filepath.Join(t.TempDir(), "sub", "events.duckdb"))
+			return open(t, filepath.Join(t.TempDir(), "sub", "events.duckdb"))
 		},
 		Reopen: func(t testing.TB, s store.Store) store.Store {
 			ds := s.(*Store)
@@ -40,7 +48,7 @@ func harness() storetest.Harness {
 			if err := ds.Close(); err != nil {
 				t.Fatalf("close before reopen: %v", err)
 			}
-			return openAt(t, path)
+			return open(t, path)
 		},
 		Merges: func(t testing.TB, s store.Store, project int64) []store.Merge {
 			var out []store.Merge
@@ -59,7 +67,14 @@ func harness() storetest.Harness {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, harness())
+	storetest.Run(t, harness(0))
+}
+
+// TestConformanceSmallPages runs the suite with 3-row scan pages, so every
+// scan of more than 3 events goes through the temp-table path and crosses
+// page boundaries (ties, limits, name filters, cancellation).
+func TestConformanceSmallPages(t *testing.T) {
+	storetest.Run(t, harness(3))
 }
 
 func TestOpenCreatesSchemaIdempotently(t *testing.T) {
@@ -179,6 +194,42 @@ func TestCancelMidWrite(t *testing.T) {
 		t.Logf("write committed before the cancellation landed: %+v", res)
 		requireCounts(t, s, len(evs), 0)
 	}
+}
+
+// TestBrokenWriterIsReplaced: if a rollback ever fails, the writer
+// connection may be stuck in a transaction; the next Write must not append
+// into it but start on a fresh connection.
+func TestBrokenWriterIsReplaced(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "x.duckdb"))
+	defer s.Close()
+	ctx := context.Background()
+	err := s.writer.Raw(func(dc any) error {
+		_, err := dc.(*duckdb.Conn).ExecContext(ctx, "BEGIN TRANSACTION", nil)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.writerBroken = true
+	evs := storetest.GenEvents(1, 10, 0)
+	if res, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}}); err != nil || res.Inserted != 10 {
+		t.Fatalf("write after a broken writer: %+v, %v", res, err)
+	}
+	requireCounts(t, s, 10, 0)
+}
+
+func TestSecondOpenOfSameFileFails(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.duckdb")
+	s := openAt(t, path)
+	if s2, err := Open(context.Background(), path, testOptions); err == nil {
+		s2.Close()
+		t.Fatal("a second Store opened the same file: two dedup sets over one table")
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openAt(t, path) // released by Close
+	s.Close()
 }
 
 // countOn counts events through the driver connection itself: the

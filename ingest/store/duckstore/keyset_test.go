@@ -3,6 +3,7 @@ package duckstore
 import (
 	"math/rand/v2"
 	"testing"
+	"time"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 )
@@ -67,6 +68,30 @@ func TestKeySetEdgeKeys(t *testing.T) {
 	}
 	if ks.len() != 1+len(near) {
 		t.Fatalf("len %d", ks.len())
+	}
+}
+
+// TestKeySetStructuredKeys: keys that are not uniformly random (here
+// counting integers) must not pile up into one probe cluster.
+func TestKeySetStructuredKeys(t *testing.T) {
+	const n = 1_000_000
+	ks := newKeySet(0)
+	start := time.Now()
+	for i := range n {
+		ks.add(joinKey(int64(i), int64(i)))
+		ks.add(joinKey(0, int64(i)))
+	}
+	for i := range n {
+		if !ks.has(joinKey(int64(i), int64(i))) || !ks.has(joinKey(0, int64(i))) {
+			t.Fatalf("key %d lost", i)
+		}
+	}
+	if ks.len() != 2*n-1 { // (0,0) appears in both series
+		t.Fatalf("len %d, want %d", ks.len(), 2*n-1)
+	}
+	// Clustered, this takes minutes; spread out, well under a second.
+	if took := time.Since(start); took > 20*time.Second {
+		t.Fatalf("2M structured keys took %v", took)
 	}
 }
 

@@ -52,6 +52,11 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	}
 	defer func() { <-s.wsem }()
 
+	if s.writerBroken {
+		if err := s.resetWriter(ctx); err != nil {
+			return store.WriteResult{}, fmt.Errorf("duckstore: write: replace writer connection: %w", err)
+		}
+	}
 	res, newKeys := s.plan(batches)
 	if len(s.scratch.rows) == 0 && res.Merges == 0 {
 		// Only duplicates (or nothing): the originals are already durable.
@@ -132,10 +137,10 @@ func (s *Store) commit(ctx context.Context, c *duckdb.Conn, batches []store.Batc
 		if err == nil {
 			return
 		}
-		// Rollback must run even when ctx is done. If it fails too (e.g. the
-		// connection is broken), the error says so and the next write's BEGIN
-		// fails loudly rather than appending into a stale transaction.
+		// Rollback must run even when ctx is done. If it fails too, the
+		// connection's state is unknown and it gets replaced (resetWriter).
 		if _, rbErr := c.ExecContext(context.Background(), "ROLLBACK", nil); rbErr != nil && !isNoTransaction(rbErr) {
+			s.writerBroken = true
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
 	}()
@@ -162,6 +167,20 @@ func (s *Store) commit(ctx context.Context, c *duckdb.Conn, batches []store.Batc
 	if _, err := c.ExecContext(context.Background(), "COMMIT", nil); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	return nil
+}
+
+// resetWriter discards the writer connection (returning driver.ErrBadConn
+// from Raw makes database/sql close it rather than pool it; DuckDB rolls
+// back whatever it had open) and takes a fresh one.
+func (s *Store) resetWriter(ctx context.Context) error {
+	_ = s.writer.Raw(func(any) error { return driver.ErrBadConn })
+	_ = s.writer.Close()
+	w, err := s.db.Conn(ctx)
+	if err != nil {
+		return err
+	}
+	s.writer, s.writerBroken = w, false
 	return nil
 }
 

@@ -1,0 +1,325 @@
+// Package wal is an append-only, checksummed, segmented log of opaque
+// entries. It exists so that an acknowledgement costs one sequential write
+// and one fsync: the embedded store logs a write here, answers, and folds
+// the log into its tables in the background, where a table checkpoint can
+// take its time without stalling any client.
+//
+// Entry format: [len uint32][crc32c uint32][lsn uint64][payload]; the CRC
+// covers lsn and payload. A crash can only tear entries that were never
+// fsynced (and so never acknowledged), so Open truncates the log at the
+// first torn or corrupt entry of the last segment. Corruption anywhere else
+// is an error: it means the disk lost acknowledged data.
+package wal
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+)
+
+const (
+	headerSize = 16
+	// MaxEntry bounds one entry; larger payloads are a caller bug.
+	MaxEntry = 1 << 30
+	// defaultSegmentSize is when the writer moves to a new file, so that
+	// applied history can be deleted a file at a time.
+	defaultSegmentSize = 64 << 20
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// ErrCorrupt reports damage to entries that had been made durable.
+var ErrCorrupt = errors.New("wal: corrupt entry")
+
+// Log is safe for one appender and concurrent readers.
+type Log struct {
+	dir     string
+	segSize int64
+
+	mu      sync.Mutex
+	f       *os.File // current segment, opened for append
+	segs    []segment
+	size    int64  // of the current segment
+	lastLSN uint64 // of the last appended entry
+}
+
+type segment struct {
+	first uint64 // LSN of its first entry (also its file name)
+	path  string
+}
+
+func segName(first uint64) string { return fmt.Sprintf("%020d.wal", first) }
+
+// Open opens (or creates) the log in dir, repairing a torn tail.
+func Open(dir string) (*Log, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	l := &Log{dir: dir, segSize: defaultSegmentSize}
+	names, err := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	for _, n := range names {
+		first, err := strconv.ParseUint(strings.TrimSuffix(filepath.Base(n), ".wal"), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("wal: unexpected file %s", n)
+		}
+		l.segs = append(l.segs, segment{first: first, path: n})
+	}
+	sort.Slice(l.segs, func(i, j int) bool { return l.segs[i].first < l.segs[j].first })
+	for i, s := range l.segs {
+		last := i == len(l.segs)-1
+		end, lastLSN, err := scanSegment(s.path, last)
+		if err != nil {
+			return nil, err
+		}
+		if lastLSN > 0 {
+			l.lastLSN = lastLSN
+		} else if s.first > 0 && l.lastLSN < s.first-1 {
+			l.lastLSN = s.first - 1
+		}
+		if last {
+			if err := os.Truncate(s.path, end); err != nil {
+				return nil, fmt.Errorf("wal: truncate torn tail: %w", err)
+			}
+			l.size = end
+		}
+	}
+	if len(l.segs) == 0 {
+		if err := l.rotate(); err != nil {
+			return nil, err
+		}
+	} else {
+		f, err := os.OpenFile(l.segs[len(l.segs)-1].path, os.O_WRONLY|os.O_APPEND, 0o644)
+		if err != nil {
+			return nil, fmt.Errorf("wal: %w", err)
+		}
+		l.f = f
+	}
+	return l, nil
+}
+
+// scanSegment validates a segment and returns the offset after its last
+// good entry. In the last segment a bad entry marks the torn tail; elsewhere it is corruption.
+func scanSegment(path string, last bool) (end int64, lastLSN uint64, err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return 0, 0, fmt.Errorf("wal: %w", err)
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 1<<20)
+	var buf []byte
+	for {
+		lsn, payload, n, err := readEntry(r, buf)
+		if err == io.EOF {
+			return end, lastLSN, nil
+		}
+		if err != nil {
+			if last {
+				return end, lastLSN, nil
+			}
+			return 0, 0, fmt.Errorf("%w: %s at offset %d: %v", ErrCorrupt, path, end, err)
+		}
+		buf = payload[:0]
+		end += int64(n)
+		lastLSN = lsn
+	}
+}
+
+func readEntry(r io.Reader, buf []byte) (lsn uint64, payload []byte, n int, err error) {
+	var h [headerSize]byte
+	if _, err := io.ReadFull(r, h[:]); err != nil {
+		if err == io.EOF {
+			return 0, nil, 0, io.EOF
+		}
+		return 0, nil, 0, fmt.Errorf("short header: %w", err)
+	}
+	size := binary.LittleEndian.Uint32(h[0:4])
+	sum := binary.LittleEndian.Uint32(h[4:8])
+	lsn = binary.LittleEndian.Uint64(h[8:16])
+	if size > MaxEntry {
+		return 0, nil, 0, fmt.Errorf("entry length %d out of range", size)
+	}
+	if cap(buf) < int(size) {
+		buf = make([]byte, size)
+	}
+	payload = buf[:size]
+	if _, err := io.ReadFull(r, payload); err != nil {
+		return 0, nil, 0, fmt.Errorf("short payload: %w", err)
+	}
+	c := crc32.Update(crc32.Checksum(h[8:16], crcTable), crcTable, payload)
+	if c != sum {
+		return 0, nil, 0, errors.New("checksum mismatch")
+	}
+	return lsn, payload, headerSize + int(size), nil
+}
+
+// LastLSN is the LSN of the last durable entry (0 when the log is empty).
+func (l *Log) LastLSN() uint64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lastLSN
+}
+
+// Append writes one entry and fsyncs it; on return it survives a crash.
+// Callers group many records into one entry to share the fsync.
+func (l *Log) Append(payload []byte) (uint64, error) {
+	if len(payload) > MaxEntry {
+		return 0, fmt.Errorf("wal: entry of %d bytes exceeds %d", len(payload), MaxEntry)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return 0, errors.New("wal: closed")
+	}
+	if l.size >= l.segSize {
+		if err := l.rotate(); err != nil {
+			return 0, err
+		}
+	}
+	lsn := l.lastLSN + 1
+	buf := make([]byte, headerSize, headerSize+len(payload))
+	binary.LittleEndian.PutUint32(buf[0:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint64(buf[8:16], lsn)
+	buf = append(buf, payload...)
+	binary.LittleEndian.PutUint32(buf[4:8], crc32.Update(crc32.Checksum(buf[8:16], crcTable), crcTable, payload))
+	if _, err := l.f.Write(buf); err != nil {
+		// The file may now hold a partial entry; cut it so the next append starts clean.
+		_ = l.f.Truncate(l.size)
+		return 0, fmt.Errorf("wal: write: %w", err)
+	}
+	if err := l.f.Sync(); err != nil {
+		// After a failed fsync the page cache state is unknown: refuse further writes.
+		_ = l.f.Close()
+		l.f = nil
+		return 0, fmt.Errorf("wal: fsync: %w", err)
+	}
+	l.size += int64(len(buf))
+	l.lastLSN = lsn
+	return lsn, nil
+}
+
+// rotate starts a new segment whose name is the next LSN. Called with mu held.
+func (l *Log) rotate() error {
+	first := l.lastLSN + 1
+	path := filepath.Join(l.dir, segName(first))
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("wal: new segment: %w", err)
+	}
+	if err := syncDir(l.dir); err != nil {
+		f.Close()
+		return err
+	}
+	if l.f != nil {
+		if err := l.f.Close(); err != nil {
+			f.Close()
+			return fmt.Errorf("wal: close segment: %w", err)
+		}
+	}
+	l.f, l.size = f, 0
+	l.segs = append(l.segs, segment{first: first, path: path})
+	return nil
+}
+
+// syncDir makes a new or removed file name durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("wal: %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("wal: sync dir: %w", err)
+	}
+	return nil
+}
+
+// Replay calls fn for every entry with LSN > after, in order. It reads
+// what is durable when it starts; fn's payload is valid only during the call.
+func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) error {
+	l.mu.Lock()
+	segs := append([]segment(nil), l.segs...)
+	last, lastSize := l.lastLSN, l.size
+	l.mu.Unlock()
+	var buf []byte
+	for i, s := range segs {
+		if i+1 < len(segs) && segs[i+1].first <= after+1 {
+			continue // every entry of s is ≤ after
+		}
+		f, err := os.Open(s.path)
+		if err != nil {
+			return fmt.Errorf("wal: %w", err)
+		}
+		var src io.Reader = f
+		if i == len(segs)-1 {
+			// The appender may be mid-write past this point; read only what was durable.
+			src = io.LimitReader(f, lastSize)
+		}
+		r := bufio.NewReaderSize(src, 1<<20)
+		for {
+			lsn, payload, _, err := readEntry(r, buf)
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				f.Close()
+				return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
+			}
+			buf = payload[:0]
+			if lsn > last {
+				break // appended after Replay began; the next call reads it
+			}
+			if lsn <= after {
+				continue
+			}
+			if err := fn(lsn, payload); err != nil {
+				f.Close()
+				return err
+			}
+		}
+		f.Close()
+	}
+	return nil
+}
+
+// Release deletes segments whose entries are all ≤ upTo (applied elsewhere).
+// The current segment is never deleted.
+func (l *Log) Release(upTo uint64) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	removed := 0
+	for len(l.segs) > 1 && l.segs[1].first <= upTo+1 {
+		if err := os.Remove(l.segs[0].path); err != nil && !os.IsNotExist(err) {
+			return fmt.Errorf("wal: release: %w", err)
+		}
+		l.segs = l.segs[1:]
+		removed++
+	}
+	if removed > 0 {
+		return syncDir(l.dir)
+	}
+	return nil
+}
+
+// Close closes the current segment.
+func (l *Log) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.f == nil {
+		return nil
+	}
+	err := l.f.Close()
+	l.f = nil
+	return err
+}
