@@ -1,15 +1,23 @@
 // Package duckstore is the embedded default store: one DuckDB file.
 //
-// Durability comes from DuckDB itself: every Write is one transaction whose
-// COMMIT fsyncs the write-ahead log. Dedup does not use a database index
-// (a primary key makes DuckDB appends ~20x slower); instead the keys of all
-// dedupable events live in memory, loaded at Open, and a single writer
-// filters each write against them before appending.
+// Durability comes from a write log in front of DuckDB (package wal): a
+// Write is acknowledged once its rows are in one fsynced log entry, and a
+// background loader moves entries into the tables, recording the applied
+// position in the same transaction (loader.go). DuckDB's own commit stalls
+// behind its checkpoints for up to a second at ingest volume; the log keeps
+// that off the request path. Scans first wait for the loader to reach the
+// log's end, so every reader sees every acknowledged write.
+//
+// Dedup does not use a database index (a primary key makes DuckDB appends
+// ~20x slower); instead the keys of all dedupable events live in memory,
+// loaded at Open, and a single writer filters each write against them
+// before logging it.
 package duckstore
 
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -24,6 +32,7 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/wal"
 )
 
 // Options tune the DuckDB instance.
@@ -54,6 +63,8 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS merges (
 		project BIGINT NOT NULL, distinct_id_1 VARCHAR NOT NULL, distinct_id_2 VARCHAR NOT NULL,
 		time_ms BIGINT NOT NULL, ingest_ms BIGINT NOT NULL, props VARCHAR NOT NULL, seq BIGINT NOT NULL)`,
+	// How far the write log has been applied; advanced by each loader transaction.
+	`CREATE TABLE IF NOT EXISTS log_state (applied_lsn BIGINT NOT NULL)`,
 }
 
 // Store is a store.Store backed by one DuckDB file.
@@ -69,23 +80,39 @@ type Store struct {
 	closed bool
 	ops    sync.WaitGroup
 
-	// wsem is the writer lock (a channel so waiting honours ctx). It guards
-	// everything below.
-	wsem   chan struct{}
-	writer *sql.Conn // dedicated: the appender and the transaction live on it
+	// wsem is the writer lock (a channel so waiting honours ctx). It
+	// guards keys, nextSeq and scratch.
+	wsem    chan struct{}
+	keys    *keySet
+	nextSeq int64
+	scratch writeScratch
+
+	wal *wal.Log // every acknowledged write, until the loader applied it
+
+	// The loader goroutine alone uses writer, writerBroken and loadArgs
+	// (and Open, before the loader starts).
+	writer *sql.Conn // dedicated: the appenders and the transaction live on it
 	// writerBroken: a ROLLBACK failed, so writer may still be inside a
-	// transaction; the next Write replaces the connection first.
+	// transaction; the next load replaces the connection first.
 	writerBroken bool
-	keys         *keySet
-	nextSeq      int64
-	scratch      writeScratch
+	loadArgs     []driver.Value
+	wake         chan struct{} // capacity 1: "the log grew"
+	quit         chan struct{} // closed by Close
+	loaderDone   chan struct{}
+
+	// applyMu guards the loader's progress, which writes and scans wait on.
+	applyMu   sync.Mutex
+	applyCond *sync.Cond
+	applied   uint64 // last LSN in the tables (log_state.applied_lsn)
+	unapplied int64  // log bytes written but not yet applied
+	loaderErr error  // the loader's last failure, nil once it recovers
 
 	// scanPage is the size of a scan's first page (maxScanPage; tests
 	// lower it to cross page boundaries with little data).
 	scanPage int
 
 	// beforeCommit, when set by tests, runs on the writer connection after
-	// the rows are appended and before COMMIT; an error aborts the write there.
+	// the loader appended rows and before COMMIT; an error aborts that load.
 	beforeCommit func(c *duckdb.Conn) error
 }
 
@@ -120,15 +147,24 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		path:     path,
 		lock:     lock,
 		log:      opt.Logger,
-		wsem:     make(chan struct{}, 1),
-		scanPage: maxScanPage,
+		wsem:       make(chan struct{}, 1),
+		scanPage:   maxScanPage,
+		wake:       make(chan struct{}, 1),
+		quit:       make(chan struct{}),
+		loaderDone: make(chan struct{}),
 	}
+	s.applyCond = sync.NewCond(&s.applyMu)
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if err := s.init(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), s.db.Close(), lock.Close())
+		var walErr error
+		if s.wal != nil {
+			walErr = s.wal.Close()
+		}
+		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), walErr, s.db.Close(), lock.Close())
 	}
+	go s.runLoader()
 	return s, nil
 }
 
@@ -150,18 +186,49 @@ func (s *Store) init(ctx context.Context) error {
 	case version.Int64 > schemaVersion:
 		return fmt.Errorf("file has schema version %d, this build knows up to %d", version.Int64, schemaVersion)
 	}
-	err := s.db.QueryRowContext(ctx,
+	var err error
+	if s.writer, err = s.db.Conn(ctx); err != nil {
+		return fmt.Errorf("writer connection: %w", err)
+	}
+	if err := s.openLog(ctx); err != nil {
+		return err
+	}
+	err = s.db.QueryRowContext(ctx,
 		`SELECT greatest((SELECT coalesce(max(seq), 0) FROM events), (SELECT coalesce(max(seq), 0) FROM merges))`,
 	).Scan(&s.nextSeq)
 	if err != nil {
 		return fmt.Errorf("read sequence: %w", err)
 	}
 	s.nextSeq++
-	if err := s.loadKeys(ctx); err != nil {
+	return s.loadKeys(ctx)
+}
+
+// openLog opens the write log beside the database file and applies what
+// a crash left unapplied, before keys and sequence are read from the tables.
+func (s *Store) openLog(ctx context.Context) error {
+	var applied sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, `SELECT max(applied_lsn) FROM log_state`).Scan(&applied); err != nil {
+		return fmt.Errorf("read log state: %w", err)
+	}
+	if !applied.Valid {
+		if _, err := s.db.ExecContext(ctx, `INSERT INTO log_state VALUES (0)`); err != nil {
+			return fmt.Errorf("init log state: %w", err)
+		}
+	}
+	s.applied = uint64(applied.Int64)
+	var err error
+	if s.wal, err = wal.Open(s.path + ".log"); err != nil {
 		return err
 	}
-	if s.writer, err = s.db.Conn(ctx); err != nil {
-		return fmt.Errorf("writer connection: %w", err)
+	if last := s.wal.LastLSN(); last < s.applied {
+		return fmt.Errorf("the write log ends at entry %d but the tables hold entries up to %d: the log was lost or replaced", last, s.applied)
+	}
+	start, pending := time.Now(), s.wal.LastLSN()-s.applied
+	if err := s.applyPending(ctx); err != nil {
+		return fmt.Errorf("replay write log: %w", err)
+	}
+	if pending > 0 {
+		s.log.Info("duckstore: replayed write log", "entries", pending, "took", time.Since(start))
 	}
 	return nil
 }
@@ -259,7 +326,10 @@ func (s *Store) Close() error {
 	s.closed = true
 	s.life.Unlock()
 	s.ops.Wait()
+	close(s.quit)
+	<-s.loaderDone // it applies what is left first, so the log is empty
 	var errs []error
+	errs = append(errs, s.wal.Close())
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
 	}

@@ -39,6 +39,9 @@ func (s *Store) ScanEvents(ctx context.Context, q store.Scan, fn func(*store.Eve
 		return err
 	}
 	defer s.ops.Done()
+	if err := s.Sync(ctx); err != nil {
+		return fmt.Errorf("duckstore: scan: waiting for acknowledged writes: %w", err)
+	}
 	err := s.scanEvents(ctx, q, fn)
 	var fe errFromFn
 	switch {
@@ -165,6 +168,9 @@ func (s *Store) ScanMerges(ctx context.Context, project int64, fn func(*store.Me
 		return err
 	}
 	defer s.ops.Done()
+	if err := s.Sync(ctx); err != nil {
+		return fmt.Errorf("duckstore: scan merges: %w", err)
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT distinct_id_1, distinct_id_2, time_ms, ingest_ms, props
 		FROM merges WHERE project = ? ORDER BY seq`, project)
 	if err != nil {

@@ -1,0 +1,232 @@
+package duckstore
+
+import (
+	"context"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"time"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+)
+
+// The loader folds durable log entries into the DuckDB tables in the
+// background. Write acknowledges after the log fsync; a DuckDB checkpoint
+// (which blocks commits for up to a second at this volume) then only delays
+// the loader, never a client. Each loader transaction records the last LSN
+// it applied in log_state, so a crash between COMMIT and log truncation
+// replays nothing twice: exactly-once by construction, even for events
+// without $insert_id.
+
+const (
+	// loadTxnRows bounds one loader transaction, so that scans waiting for
+	// the loader (read-your-writes) see progress at least this often.
+	loadTxnRows = 100_000
+	// maxUnapplied is how many log bytes may wait for the loader before
+	// Write pushes back: a bound on replay time and on scan lag.
+	maxUnapplied = 256 << 20
+)
+
+var errTxnFull = errors.New("transaction full")
+
+// runLoader applies entries whenever Write signals, until quit; then it
+// drains what is left so Close leaves an empty log.
+func (s *Store) runLoader() {
+	defer close(s.loaderDone)
+	backoff := 10 * time.Millisecond
+	for {
+		quitting := false
+		select {
+		case <-s.wake:
+		case <-s.quit:
+			quitting = true
+		}
+		for {
+			err := s.applyPending(context.Background())
+			s.setLoaderErr(err)
+			if err == nil {
+				backoff = 10 * time.Millisecond
+				break
+			}
+			s.log.Error("duckstore: applying the log failed; retrying", "err", err, "in", backoff)
+			select {
+			case <-time.After(backoff):
+			case <-s.quit:
+				if quitting {
+					return // Close: the log keeps the entries for the next Open
+				}
+				quitting = true
+			}
+			backoff = min(backoff*2, 5*time.Second)
+		}
+		if quitting {
+			return
+		}
+	}
+}
+
+// applyPending applies every entry durable when it starts.
+func (s *Store) applyPending(ctx context.Context) error {
+	target := s.wal.LastLSN()
+	for s.appliedLSN() < target {
+		if err := s.applyTxn(ctx); err != nil {
+			return err
+		}
+	}
+	return s.wal.Release(s.appliedLSN())
+}
+
+// applyTxn applies the next entries, up to about loadTxnRows rows, in one
+// transaction that also advances log_state.
+func (s *Store) applyTxn(ctx context.Context) error {
+	if s.writerBroken {
+		if err := s.resetWriter(ctx); err != nil {
+			return fmt.Errorf("replace writer connection: %w", err)
+		}
+	}
+	from := s.appliedLSN()
+	var last uint64
+	var bytes int64
+	err := s.writer.Raw(func(dc any) error {
+		c, ok := dc.(*duckdb.Conn)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", dc)
+		}
+		var err error
+		last, bytes, err = s.applyOn(ctx, c, from)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	s.applyMu.Lock()
+	s.applied = last
+	s.unapplied -= bytes
+	s.applyCond.Broadcast()
+	s.applyMu.Unlock()
+	return nil
+}
+
+func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last uint64, size int64, err error) {
+	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION", nil); err != nil {
+		return 0, 0, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		if err == nil {
+			return
+		}
+		// If even ROLLBACK fails the connection's state is unknown: replace it.
+		if _, rbErr := c.ExecContext(context.Background(), "ROLLBACK", nil); rbErr != nil && !isNoTransaction(rbErr) {
+			s.writerBroken = true
+			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
+		}
+	}()
+	ev, err := duckdb.NewAppenderFromConn(c, "", "events")
+	if err != nil {
+		return 0, 0, fmt.Errorf("events appender: %w", err)
+	}
+	mg, err := duckdb.NewAppenderFromConn(c, "", "merges")
+	if err != nil {
+		_ = ev.Close()
+		return 0, 0, fmt.Errorf("merges appender: %w", err)
+	}
+	closeAppenders := func(failed bool) error {
+		if failed {
+			_, _ = ev.Clear(), mg.Clear()
+		}
+		return errors.Join(ev.Close(), mg.Close())
+	}
+	args := s.loadArgs[:0]
+	rows := 0
+	err = s.wal.Replay(from, func(lsn uint64, payload []byte) error {
+		if rows >= loadTxnRows {
+			return errTxnFull
+		}
+		n, err := decodeEntry(payload, func(e *logEvent) error {
+			var insertID, hi, lo driver.Value
+			if len(e.insertID) > 0 {
+				insertID, hi, lo = string(e.insertID), e.hi, e.lo
+			}
+			args = append(args[:0], e.project, string(e.name), string(e.distinctID), e.timeMs, insertID,
+				string(e.props), e.ingestMs, e.seq, hi, lo)
+			return ev.AppendRow(args...)
+		}, func(m *logMerge) error {
+			return mg.AppendRow(m.project, string(m.id1), string(m.id2), m.timeMs, m.ingestMs, string(m.props), m.seq)
+		})
+		if err != nil {
+			return fmt.Errorf("log entry %d: %w", lsn, err)
+		}
+		rows += n
+		last, size = lsn, size+int64(len(payload))
+		return nil
+	})
+	s.loadArgs = args
+	if err != nil && !errors.Is(err, errTxnFull) {
+		return 0, 0, errors.Join(err, closeAppenders(true))
+	}
+	if err := closeAppenders(false); err != nil {
+		return 0, 0, fmt.Errorf("append: %w", err)
+	}
+	if last == 0 {
+		return from, 0, nil // nothing new
+	}
+	if _, err := c.ExecContext(ctx, "UPDATE log_state SET applied_lsn = ?", []driver.NamedValue{{Ordinal: 1, Value: int64(last)}}); err != nil {
+		return 0, 0, fmt.Errorf("advance log_state: %w", err)
+	}
+	if s.beforeCommit != nil {
+		if err := s.beforeCommit(c); err != nil {
+			return 0, 0, err
+		}
+	}
+	// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
+	if _, err := c.ExecContext(context.Background(), "COMMIT", nil); err != nil {
+		return 0, 0, fmt.Errorf("commit: %w", err)
+	}
+	return last, size, nil
+}
+
+func (s *Store) appliedLSN() uint64 {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return s.applied
+}
+
+func (s *Store) setLoaderErr(err error) {
+	s.applyMu.Lock()
+	s.loaderErr = err
+	s.applyCond.Broadcast()
+	s.applyMu.Unlock()
+}
+
+// waitApplied blocks until every entry up to lsn is in the tables, so a
+// scan sees every write acknowledged before it started.
+func (s *Store) waitApplied(ctx context.Context, lsn uint64) error {
+	return s.waitFor(ctx, func() bool { return s.applied >= lsn })
+}
+
+// waitFor waits under applyMu until cond holds, ctx ends or the store closes.
+func (s *Store) waitFor(ctx context.Context, cond func() bool) error {
+	stop := context.AfterFunc(ctx, func() {
+		s.applyMu.Lock()
+		s.applyCond.Broadcast()
+		s.applyMu.Unlock()
+	})
+	defer stop()
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	for !cond() {
+		if err := ctx.Err(); err != nil {
+			if s.loaderErr != nil {
+				return fmt.Errorf("%w (the loader is failing: %v)", err, s.loaderErr)
+			}
+			return err
+		}
+		s.applyCond.Wait()
+	}
+	return nil
+}
+
+// Sync waits until every acknowledged write is visible to queries.
+func (s *Store) Sync(ctx context.Context) error {
+	return s.waitApplied(ctx, s.wal.LastLSN())
+}

@@ -1,0 +1,173 @@
+package duckstore
+
+import (
+	"encoding/binary"
+	"errors"
+)
+
+// A log entry holds the rows of one Write exactly as they will be appended
+// (duplicates already removed, seq already assigned), so that replaying an
+// entry is deterministic and needs no dedup decision.
+//
+// Layout (varints unless noted): nEvents, then per event: project, name,
+// distinct_id, time_ms, insert_id ("" = none), props, ingest_ms, seq,
+// [16-byte key when insert_id != ""]; nMerges, then per merge: project,
+// id1, id2, time_ms, ingest_ms, props, seq. Strings are length-prefixed.
+
+type logEvent struct {
+	project, timeMs, ingestMs, seq int64
+	name, distinctID, insertID     []byte
+	props                          []byte
+	hi, lo                         int64
+}
+
+type logMerge struct {
+	project, timeMs, ingestMs, seq int64
+	id1, id2, props                []byte
+}
+
+func appendBytes(b, s []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+var errShortEntry = errors.New("duckstore: truncated log entry")
+
+// logReader decodes an entry; its slices alias the entry's bytes.
+type logReader struct {
+	b   []byte
+	err error
+}
+
+func (r *logReader) uvarint() uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.err = errShortEntry
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *logReader) varint() int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.err = errShortEntry
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *logReader) bytes() []byte {
+	n := r.uvarint()
+	if r.err != nil || uint64(len(r.b)) < n {
+		r.err = errShortEntry
+		return nil
+	}
+	s := r.b[:n:n]
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *logReader) fixed64() int64 {
+	if r.err != nil || len(r.b) < 8 {
+		r.err = errShortEntry
+		return 0
+	}
+	v := int64(binary.BigEndian.Uint64(r.b))
+	r.b = r.b[8:]
+	return v
+}
+
+// encodeEntry writes the planned rows and the batches' merges.
+func (s *Store) encodeEntry(dst []byte, merges []mergeRow, seq int64) []byte {
+	rows := s.scratch.rows
+	dst = binary.AppendUvarint(dst, uint64(len(rows)))
+	for i := range rows {
+		r := &rows[i]
+		dst = binary.AppendVarint(dst, r.project)
+		dst = appendStr(dst, r.e.Name)
+		dst = appendStr(dst, r.e.DistinctID)
+		dst = binary.AppendVarint(dst, r.e.TimeMs)
+		if r.dedup {
+			dst = appendStr(dst, r.e.InsertID)
+		} else {
+			dst = appendStr(dst, "")
+		}
+		dst = appendBytes(dst, r.e.Props)
+		dst = binary.AppendVarint(dst, r.e.IngestMs)
+		dst = binary.AppendVarint(dst, seq+int64(i))
+		if r.dedup {
+			dst = append(dst, r.key[:]...)
+		}
+	}
+	seq += int64(len(rows))
+	dst = binary.AppendUvarint(dst, uint64(len(merges)))
+	for i, m := range merges {
+		dst = binary.AppendVarint(dst, m.project)
+		dst = appendStr(dst, m.m.DistinctIDs[0])
+		dst = appendStr(dst, m.m.DistinctIDs[1])
+		dst = binary.AppendVarint(dst, m.m.TimeMs)
+		dst = binary.AppendVarint(dst, m.m.IngestMs)
+		dst = appendBytes(dst, m.m.Props)
+		dst = binary.AppendVarint(dst, seq+int64(i))
+	}
+	return dst
+}
+
+// decodeEntry calls ev and mg for each row of an entry, in order.
+func decodeEntry(b []byte, ev func(*logEvent) error, mg func(*logMerge) error) (rows int, err error) {
+	r := logReader{b: b}
+	var e logEvent
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		e.project = r.varint()
+		e.name = r.bytes()
+		e.distinctID = r.bytes()
+		e.timeMs = r.varint()
+		e.insertID = r.bytes()
+		e.props = r.bytes()
+		e.ingestMs = r.varint()
+		e.seq = r.varint()
+		e.hi, e.lo = 0, 0
+		if len(e.insertID) > 0 {
+			e.hi, e.lo = r.fixed64(), r.fixed64()
+		}
+		if r.err != nil {
+			break
+		}
+		if err := ev(&e); err != nil {
+			return rows, err
+		}
+		rows++
+	}
+	var m logMerge
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		m.project = r.varint()
+		m.id1 = r.bytes()
+		m.id2 = r.bytes()
+		m.timeMs = r.varint()
+		m.ingestMs = r.varint()
+		m.props = r.bytes()
+		m.seq = r.varint()
+		if r.err != nil {
+			break
+		}
+		if err := mg(&m); err != nil {
+			return rows, err
+		}
+		rows++
+	}
+	return rows, r.err
+}
