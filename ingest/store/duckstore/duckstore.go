@@ -143,10 +143,10 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), lock.Close())
 	}
 	s := &Store{
-		db:       sql.OpenDB(connector),
-		path:     path,
-		lock:     lock,
-		log:      opt.Logger,
+		db:         sql.OpenDB(connector),
+		path:       path,
+		lock:       lock,
+		log:        opt.Logger,
 		wsem:       make(chan struct{}, 1),
 		scanPage:   maxScanPage,
 		wake:       make(chan struct{}, 1),

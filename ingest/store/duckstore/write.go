@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 
-
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
