@@ -52,6 +52,7 @@ func serve(args []string, stderr io.Writer) error {
 	cfgPath := fs.String("config", "configs/tributary.yaml", "YAML configuration file")
 	listen := fs.String("listen", "", "listen address host:port (overrides the file's listen)")
 	dataDir := fs.String("data-dir", "", "data directory (overrides the file's data_dir)")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (loopback only; for profiling)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -66,6 +67,11 @@ func serve(args []string, stderr io.Writer) error {
 		cfg.DataDir = *dataDir
 	}
 	log := newLogger(cfg, stderr)
+	if *pprofAddr != "" {
+		if err := startPprof(*pprofAddr, log); err != nil {
+			return err
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	return server.Run(ctx, cfg, log, func(addr string) {

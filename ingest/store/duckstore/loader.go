@@ -21,7 +21,7 @@ import (
 const (
 	// loadTxnRows bounds one loader transaction, so that scans waiting for
 	// the loader (read-your-writes) see progress at least this often.
-	loadTxnRows = 100_000
+	loadTxnRows = 500_000
 	// maxUnapplied is how many log bytes may wait for the loader before
 	// Write pushes back: a bound on replay time and on scan lag.
 	maxUnapplied = 256 << 20
