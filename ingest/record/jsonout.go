@@ -3,6 +3,8 @@ package record
 import (
 	"strings"
 	"unsafe"
+
+	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
 // maxRunes is the length to which every string (event name, keys, values) is
@@ -37,39 +39,15 @@ func sanitize(s string) string {
 // while b is unchanged (lookups, comparisons, copying into the arena).
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
-const hexDigits = "0123456789abcdef"
-
 // appendString appends s as a JSON string. When the record contained no
 // backslash at all, its decoded strings cannot contain a quote, a backslash or
 // a control character (the scanner rejected raw ones), so they are copied as
-// they are; otherwise each byte is checked.
+// they are; otherwise jsonw escapes them.
 func appendString(dst []byte, s string, escapes bool) []byte {
+	if escapes {
+		return jsonw.String(dst, s)
+	}
 	dst = append(dst, '"')
-	if !escapes {
-		dst = append(dst, s...)
-		return append(dst, '"')
-	}
-	start := 0
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if c >= 0x20 && c != '"' && c != '\\' {
-			continue
-		}
-		dst = append(dst, s[start:i]...)
-		switch c {
-		case '"', '\\':
-			dst = append(dst, '\\', c)
-		case '\n':
-			dst = append(dst, '\\', 'n')
-		case '\r':
-			dst = append(dst, '\\', 'r')
-		case '\t':
-			dst = append(dst, '\\', 't')
-		default:
-			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
-		}
-		start = i + 1
-	}
-	dst = append(dst, s[start:]...)
+	dst = append(dst, s...)
 	return append(dst, '"')
 }
