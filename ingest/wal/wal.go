@@ -194,8 +194,13 @@ func (l *Log) Append(payload []byte) (uint64, error) {
 	buf = append(buf, payload...)
 	binary.LittleEndian.PutUint32(buf[4:8], crc32.Update(crc32.Checksum(buf[8:16], crcTable), crcTable, payload))
 	if _, err := l.f.Write(buf); err != nil {
-		// The file may now hold a partial entry; cut it so the next append starts clean.
-		_ = l.f.Truncate(l.size)
+		// The file may now hold a partial entry; cut it so the next append
+		// starts clean. If even that fails, appending after the garbage would
+		// hide later entries behind a "torn tail": refuse further writes.
+		if terr := l.f.Truncate(l.size); terr != nil {
+			_ = l.f.Close()
+			l.f = nil
+		}
 		return 0, fmt.Errorf("wal: write: %w", err)
 	}
 	if err := l.f.Sync(); err != nil {

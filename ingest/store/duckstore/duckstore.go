@@ -106,6 +106,7 @@ type Store struct {
 	applied   uint64 // last LSN in the tables (log_state.applied_lsn)
 	unapplied int64  // log bytes written but not yet applied
 	loaderErr error  // the loader's last failure, nil once it recovers
+	closing   bool   // Close began: waiters give up instead of blocking it
 
 	// scanPage is the size of a scan's first page (maxScanPage; tests
 	// lower it to cross page boundaries with little data).
@@ -158,11 +159,14 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if err := s.init(ctx); err != nil {
-		var walErr error
+		var walErr, connErr error
 		if s.wal != nil {
 			walErr = s.wal.Close()
 		}
-		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), walErr, s.db.Close(), lock.Close())
+		if s.writer != nil {
+			connErr = s.writer.Close()
+		}
+		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), walErr, connErr, s.db.Close(), lock.Close())
 	}
 	go s.runLoader()
 	return s, nil
@@ -227,6 +231,7 @@ func (s *Store) openLog(ctx context.Context) error {
 	if err := s.applyPending(ctx); err != nil {
 		return fmt.Errorf("replay write log: %w", err)
 	}
+	s.unapplied = 0 // replay drained bytes this process never counted
 	if pending > 0 {
 		s.log.Info("duckstore: replayed write log", "entries", pending, "took", time.Since(start))
 	}
@@ -325,6 +330,10 @@ func (s *Store) Close() error {
 	}
 	s.closed = true
 	s.life.Unlock()
+	s.applyMu.Lock()
+	s.closing = true // a write stuck on back-pressure must not hang Close
+	s.applyCond.Broadcast()
+	s.applyMu.Unlock()
 	s.ops.Wait()
 	close(s.quit)
 	<-s.loaderDone // it applies what is left first, so the log is empty

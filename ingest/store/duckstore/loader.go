@@ -8,6 +8,8 @@ import (
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/tributary-dev/tributary/ingest/store"
 )
 
 // The loader folds durable log entries into the DuckDB tables in the
@@ -97,18 +99,35 @@ func (s *Store) applyTxn(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
+		// A COMMIT can fail after DuckDB made it durable; ask the table
+		// how far we really got so the retry does not apply entries twice.
+		if durable, qerr := s.durableLSN(); qerr == nil && durable > from {
+			s.advance(durable, 0)
+		}
 		return err
 	}
+	s.advance(last, bytes)
+	return nil
+}
+
+// advance records loader progress and wakes writers and scans waiting on it.
+func (s *Store) advance(lsn uint64, bytes int64) {
 	s.applyMu.Lock()
-	s.applied = last
-	s.unapplied -= bytes
+	s.applied = lsn
+	s.unapplied = max(s.unapplied-bytes, 0)
 	s.applyCond.Broadcast()
 	s.applyMu.Unlock()
-	return nil
+}
+
+func (s *Store) durableLSN() (uint64, error) {
+	var lsn int64
+	err := s.db.QueryRow(`SELECT max(applied_lsn) FROM log_state`).Scan(&lsn)
+	return uint64(lsn), err
 }
 
 func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last uint64, size int64, err error) {
 	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION", nil); err != nil {
+		s.writerBroken = true // maybe still inside an earlier transaction
 		return 0, 0, fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
@@ -168,7 +187,8 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		return 0, 0, fmt.Errorf("append: %w", err)
 	}
 	if last == 0 {
-		return from, 0, nil // nothing new
+		// applyPending only calls us when the log is ahead of the tables.
+		return 0, 0, fmt.Errorf("the write log has no entry after %d although it ends at %d: entries are missing", from, s.wal.LastLSN())
 	}
 	if _, err := c.ExecContext(ctx, "UPDATE log_state SET applied_lsn = ?", []driver.NamedValue{{Ordinal: 1, Value: int64(last)}}); err != nil {
 		return 0, 0, fmt.Errorf("advance log_state: %w", err)
@@ -215,6 +235,9 @@ func (s *Store) waitFor(ctx context.Context, cond func() bool) error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
 	for !cond() {
+		if s.closing {
+			return store.ErrClosed
+		}
 		if err := ctx.Err(); err != nil {
 			if s.loaderErr != nil {
 				return fmt.Errorf("%w (the loader is failing: %v)", err, s.loaderErr)
