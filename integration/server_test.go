@@ -1,6 +1,8 @@
 package integration
 
 import (
+	"github.com/tributary-dev/tributary/integration/procstat"
+
 	"bytes"
 	"errors"
 	"fmt"
@@ -250,18 +252,7 @@ func (s *server) CurrentURL() string {
 
 // procStatus reads a field of /proc/PID/status in kB (VmRSS, VmHWM).
 func (s *server) procStatus(field string) (int64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", s.PID))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			var kb int64
-			_, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb)
-			return kb, err
-		}
-	}
-	return 0, fmt.Errorf("no %s in /proc/%d/status", field, s.PID)
+	return procstat.KB(s.PID, field)
 }
 
 // readyWatcher is the child's stdout: it reports the address from the

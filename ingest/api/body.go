@@ -47,13 +47,9 @@ func readBody(r *http.Request, buf *bytes.Buffer, max int64) error {
 }
 
 // legacyData extracts the data= parameter of a form-encoded request (from
-// the body, else the query) and decodes it: base64 or raw JSON, both of
-// which real SDKs send.
-func legacyData(body []byte, query url.Values) ([]byte, error) {
-	form, err := url.ParseQuery(string(body))
-	if err != nil {
-		return nil, fmt.Errorf("%w: malformed form body: %v", errBadBody, err)
-	}
+// the body's form, else the query) and decodes it: base64 or raw JSON, both
+// of which real SDKs send.
+func legacyData(form, query url.Values) ([]byte, error) {
 	data := form.Get("data")
 	if data == "" {
 		data = query.Get("data")

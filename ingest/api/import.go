@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/tributary-dev/tributary/ingest/auth"
@@ -60,14 +61,18 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	}
 	body := buf.Bytes()
 	if mode.form {
-		form, _ := url.ParseQuery(string(body))
+		form, err := url.ParseQuery(string(body))
+		if err != nil {
+			s.importRejected(w, mode, p, fmt.Errorf("%w: malformed form body: %v", errBadBody, err))
+			return
+		}
 		if form.Get("verbose") == "1" {
 			mode.verbose = true
 		}
 		if form.Get("strict") == "1" { // an explicit request for strict answers wins
 			mode.strict, mode.legacy = true, false
 		}
-		data, err := legacyData(body, r.URL.Query())
+		data, err := legacyData(form, r.URL.Query())
 		if err != nil {
 			s.importRejected(w, mode, p, err)
 			return
@@ -103,7 +108,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 	accepted := len(dec.batch.Events) + len(dec.batch.Merges)
 	project := strconv.FormatInt(p.Project.ID, 10)
 	for _, f := range failures {
-		s.met.rejected.Add(1, project, f.Field)
+		s.met.rejected.Add(1, project, failureReason(f.Field))
 	}
 	if accepted > 0 {
 		if _, err := s.commit(r.Context(), dec.batch); err != nil {
@@ -152,4 +157,20 @@ func (s *Server) commit(ctx context.Context, b store.Batch) (store.WriteResult, 
 	res, err := s.committer.Commit(ctx, b)
 	s.met.commitWait.Observe(time.Since(start))
 	return res, err
+}
+
+// failureReason turns a failed field into a metric label. Property names
+// come from clients, so they must never become label values: a client could
+// otherwise mint unbounded series.
+func failureReason(field string) string {
+	switch {
+	case field == "":
+		return "malformed_record"
+	case field == "event", field == "properties", field == "properties.time", field == "properties.distinct_id",
+		field == "properties.$insert_id", field == "properties.token", field == "properties.$distinct_ids":
+		return field
+	case strings.HasPrefix(field, "properties."):
+		return "properties.other"
+	}
+	return "unknown_field"
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/tributary-dev/tributary/integration/procstat"
+
 	"bufio"
 	"fmt"
 	"io/fs"
@@ -106,18 +108,7 @@ func (c *child) stop() {
 
 // status reads a kB field of the server's /proc status (VmRSS, VmHWM).
 func (c *child) status(field string) (int64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.cmd.Process.Pid))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, field+":"); ok {
-			var kb int64
-			_, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kb)
-			return kb, err
-		}
-	}
-	return 0, fmt.Errorf("no %s", field)
+	return procstat.KB(c.cmd.Process.Pid, field)
 }
 
 func dirSize(dir string) (int64, error) {
