@@ -3,6 +3,9 @@ GO        ?= go
 BIN       := bin/tributary
 CONFIG    ?= configs/tributary.yaml
 TESTFLAGS ?=
+# DuckDB's Arrow interface (record batches in and out of the embedded
+# warehouse and store) is behind this build tag in duckdb-go.
+export GOFLAGS := $(GOFLAGS) -tags=duckdb_arrow
 
 .PHONY: build run test bench fuzz vet fmt clean
 
