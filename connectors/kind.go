@@ -1,0 +1,123 @@
+package connectors
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Config is an import's `source:` block: a kind and its connection fields.
+// Fields are flat strings (as in Sling's connection YAML) so one shape
+// serves YAML files, JSON from the app API and environment interpolation.
+type Config struct {
+	Kind   string
+	Fields map[string]string
+}
+
+// Field documents one connection field of a kind; Kind.Check validates
+// against these specs, and the docs and JSON Schema are generated from them.
+type Field struct {
+	Name     string
+	Required bool
+	// Secret fields must be given as ${ENV_VAR} and are never logged.
+	Secret bool
+	Doc    string
+}
+
+// Kind is one source type (duckdb, postgres, snowflake, bigquery).
+type Kind struct {
+	Name   string
+	Doc    string
+	Fields []Field
+	// Check validates field values beyond presence (enums, numbers); nil
+	// means presence checks are enough.
+	Check func(fields map[string]string) error
+	Open  func(ctx context.Context, fields map[string]string) (Source, error)
+}
+
+// FieldError names the offending connection field.
+type FieldError struct {
+	Field string // e.g. "source.path"
+	Msg   string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Msg }
+
+// Registry maps kind names to kinds. It is built once at start-up and then
+// only read, so it needs no lock.
+type Registry struct{ kinds map[string]Kind }
+
+// NewRegistry returns a registry of the given kinds.
+func NewRegistry(kinds ...Kind) *Registry {
+	r := &Registry{kinds: make(map[string]Kind, len(kinds))}
+	for _, k := range kinds {
+		r.kinds[k.Name] = k
+	}
+	return r
+}
+
+// Kinds lists the registered kinds sorted by name.
+func (r *Registry) Kinds() []Kind {
+	out := make([]Kind, 0, len(r.kinds))
+	for _, k := range r.kinds {
+		out = append(out, k)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}
+
+// Lookup returns the kind named name.
+func (r *Registry) Lookup(name string) (Kind, bool) {
+	k, ok := r.kinds[name]
+	return k, ok
+}
+
+// Validate checks c against its kind's field specs without connecting.
+func (r *Registry) Validate(c Config) error {
+	if c.Kind == "" {
+		return &FieldError{Field: "source.kind", Msg: "is required (one of " + r.names() + ")"}
+	}
+	k, ok := r.kinds[c.Kind]
+	if !ok {
+		return &FieldError{Field: "source.kind", Msg: fmt.Sprintf("unknown kind %q (one of %s)", c.Kind, r.names())}
+	}
+	known := make(map[string]bool, len(k.Fields))
+	for _, f := range k.Fields {
+		known[f.Name] = true
+		if f.Required && strings.TrimSpace(c.Fields[f.Name]) == "" {
+			return &FieldError{Field: "source." + f.Name, Msg: "is required for kind " + k.Name}
+		}
+	}
+	names := make([]string, 0, len(c.Fields))
+	for n := range c.Fields {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if !known[n] {
+			return &FieldError{Field: "source." + n, Msg: "unknown field for kind " + k.Name}
+		}
+	}
+	if k.Check != nil {
+		return k.Check(c.Fields)
+	}
+	return nil
+}
+
+// Open validates c and connects.
+func (r *Registry) Open(ctx context.Context, c Config) (Source, error) {
+	if err := r.Validate(c); err != nil {
+		return nil, Permanent(err)
+	}
+	return r.kinds[c.Kind].Open(ctx, c.Fields)
+}
+
+func (r *Registry) names() string {
+	ks := r.Kinds()
+	names := make([]string, len(ks))
+	for i, k := range ks {
+		names[i] = k.Name
+	}
+	return strings.Join(names, ", ")
+}
