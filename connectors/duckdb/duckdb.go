@@ -180,6 +180,10 @@ func classify(err error) error {
 		switch de.Type {
 		case duckdbdrv.ErrorTypeCatalog:
 			return connectors.Permanent(fmt.Errorf("duckdb source: %w: %v", connectors.ErrNotFound, err))
+		case duckdbdrv.ErrorTypeIO:
+			if strings.Contains(de.Msg, "No files found") {
+				return connectors.Permanent(fmt.Errorf("duckdb source: %w: %v", connectors.ErrNotFound, err))
+			}
 		case duckdbdrv.ErrorTypeBinder, duckdbdrv.ErrorTypeParser:
 			return connectors.Permanent(fmt.Errorf("duckdb source: %w", err))
 		}
