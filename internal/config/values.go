@@ -76,3 +76,33 @@ func interpolate(text string, lookup func(string) (string, bool)) (string, error
 	}
 	return strings.Join(lines, "\n"), firstErr
 }
+
+// ExpandEnv resolves ${VAR} and ${VAR:-default} in one value; an unset
+// variable without a default is an error naming it.
+func ExpandEnv(s string, lookup func(string) (string, bool)) (string, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	var firstErr error
+	out := envRef.ReplaceAllStringFunc(s, func(m string) string {
+		sub := envRef.FindStringSubmatch(m)
+		if v, ok := lookup(sub[1]); ok && v != "" {
+			return v
+		}
+		if sub[2] != "" {
+			return sub[3]
+		}
+		if firstErr == nil {
+			firstErr = fmt.Errorf("environment variable %s is not set", sub[1])
+		}
+		return ""
+	})
+	return out, firstErr
+}
+
+// IsEnvRef reports whether s is exactly one ${VAR} reference, the only
+// form a secret may take in a config file.
+func IsEnvRef(s string) bool {
+	loc := envRef.FindStringIndex(strings.TrimSpace(s))
+	return loc != nil && loc[0] == 0 && loc[1] == len(strings.TrimSpace(s))
+}

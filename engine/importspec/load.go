@@ -1,0 +1,198 @@
+package importspec
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/internal/config"
+)
+
+// Error is a validation problem: the file, the key and, when it is about a
+// column, the column.
+type Error struct {
+	File   string
+	Key    string
+	Column string
+	Msg    string
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File + ": ")
+	}
+	if e.Key != "" {
+		b.WriteString(e.Key + ": ")
+	}
+	if e.Column != "" {
+		fmt.Fprintf(&b, "column %q: ", e.Column)
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Errors is every problem found, in file order.
+type Errors []*Error
+
+func (es Errors) Error() string {
+	msgs := make([]string, len(es))
+	for i, e := range es {
+		msgs[i] = e.Error()
+	}
+	return strings.Join(msgs, "\n")
+}
+
+// Err returns nil for no problems, else es.
+func (es Errors) Err() error {
+	if len(es) == 0 {
+		return nil
+	}
+	return es
+}
+
+// LoadFile reads one import file. Secrets in `source` must be ${VAR}
+// references (checked before expansion, so a secret never sits in a file);
+// every value is expanded on its own, so a secret containing YAML syntax
+// cannot change the document's structure.
+func LoadFile(path string, reg *connectors.Registry, lookup func(string) (string, bool)) (*Import, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	return Parse(path, raw, reg, lookup)
+}
+
+// Parse is LoadFile without the file system.
+func Parse(path string, raw []byte, reg *connectors.Registry, lookup func(string) (string, bool)) (*Import, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, &Error{File: path, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if len(doc.Content) == 0 {
+		return nil, &Error{File: path, Msg: "empty file"}
+	}
+	root := doc.Content[0]
+	if err := checkSecrets(path, root, reg); err != nil {
+		return nil, err
+	}
+	if err := expand(path, root, "", lookup); err != nil {
+		return nil, err
+	}
+	text, err := yaml.Marshal(root)
+	if err != nil {
+		return nil, fmt.Errorf("import %s: %w", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(text))
+	dec.KnownFields(true)
+	var im Import
+	if err := dec.Decode(&im); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &Error{File: path, Msg: strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	im.file = path
+	return &im, nil
+}
+
+// checkSecrets refuses literal values for fields a source kind marks secret.
+func checkSecrets(path string, root *yaml.Node, reg *connectors.Registry) error {
+	src := mapValue(root, "source")
+	if src == nil || src.Kind != yaml.MappingNode || reg == nil {
+		return nil
+	}
+	kindNode := mapValue(src, "kind")
+	if kindNode == nil {
+		return nil
+	}
+	kind, ok := reg.Lookup(kindNode.Value)
+	if !ok {
+		return nil
+	}
+	for _, f := range kind.Fields {
+		v := mapValue(src, f.Name)
+		if f.Secret && v != nil && v.Value != "" && !config.IsEnvRef(v.Value) {
+			return &Error{File: path, Key: "source." + f.Name,
+				Msg: "is a secret: give it as ${ENV_VAR}, never literally in the file"}
+		}
+	}
+	return nil
+}
+
+func mapValue(m *yaml.Node, key string) *yaml.Node {
+	if m.Kind != yaml.MappingNode {
+		return nil
+	}
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		if m.Content[i].Value == key {
+			return m.Content[i+1]
+		}
+	}
+	return nil
+}
+
+func expand(path string, n *yaml.Node, key string, lookup func(string) (string, bool)) error {
+	switch n.Kind {
+	case yaml.ScalarNode:
+		v, err := config.ExpandEnv(n.Value, lookup)
+		if err != nil {
+			return &Error{File: path, Key: key, Msg: err.Error()}
+		}
+		if v != n.Value {
+			// Untagged and plain: the encoder quotes whatever would not
+			// read back as written, and numbers stay numbers.
+			n.Value, n.Tag, n.Style = v, "", 0
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			if key != "" {
+				k = key + "." + k
+			}
+			if err := expand(path, n.Content[i+1], k, lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := expand(path, c, fmt.Sprintf("%s[%d]", key, i), lookup); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// LoadDir loads every *.yaml / *.yml file in dir (a missing dir is empty),
+// sorted by name, and refuses duplicate ids.
+func LoadDir(dir string, reg *connectors.Registry, lookup func(string) (string, bool)) ([]*Import, error) {
+	var files []string
+	for _, pat := range []string{"*.yaml", "*.yml"} {
+		m, err := filepath.Glob(filepath.Join(dir, pat))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, m...)
+	}
+	sort.Strings(files)
+	var out []*Import
+	seen := map[string]string{}
+	for _, f := range files {
+		im, err := LoadFile(f, reg, lookup)
+		if err != nil {
+			return nil, err
+		}
+		if prev, dup := seen[im.ID]; dup && im.ID != "" {
+			return nil, &Error{File: f, Key: "id", Msg: fmt.Sprintf("%q is also the id of %s", im.ID, prev)}
+		}
+		seen[im.ID] = f
+		out = append(out, im)
+	}
+	return out, nil
+}

@@ -1,0 +1,102 @@
+// Package importspec is the warehouse import model: one declaration of
+// what to read and how to map it, loaded from YAML files (and later the app
+// API's JSON, which uses the same field names, taken from the public
+// Warehouse Connectors API). Validation happens in two steps: Validate
+// without connecting (`tributary validate`), CheckSchema against the
+// source's real schema (`tributary preview` and every sync).
+package importspec
+
+import (
+	"github.com/tributary-dev/tributary/connectors"
+)
+
+// Import types (public API enum values).
+const (
+	EventStream = "event_stream"
+	People      = "people"
+	Groups      = "groups"
+	LookupTable = "lookup_table"
+)
+
+// Sync modes.
+const (
+	TimeBased = "time_based" // append: rows past the watermark
+	FullSync  = "full_sync"
+	OneTime   = "one_time"
+	Mirror    = "mirror" // reserved
+)
+
+// Import is one warehouse import.
+type Import struct {
+	ID         string `yaml:"id" json:"id"`
+	ProjectID  int64  `yaml:"project_id" json:"project_id"`
+	ImportType string `yaml:"import_type" json:"import_type"`
+	SyncMode   string `yaml:"sync_mode" json:"sync_mode"`
+	// Source is the connection: `kind` plus that kind's fields.
+	Source      map[string]string `yaml:"source" json:"source"`
+	TableParams connectors.Table  `yaml:"table_params" json:"table_params"`
+
+	EventName                string            `yaml:"event_name,omitempty" json:"event_name,omitempty"`
+	EventColumnName          string            `yaml:"event_column_name,omitempty" json:"event_column_name,omitempty"`
+	TimeColumnName           string            `yaml:"time_column_name,omitempty" json:"time_column_name,omitempty"`
+	UserColumnName           string            `yaml:"user_column_name,omitempty" json:"user_column_name,omitempty"`
+	DeviceColumnName         string            `yaml:"device_column_name,omitempty" json:"device_column_name,omitempty"`
+	DistinctIDColumnName     string            `yaml:"distinct_id_column_name,omitempty" json:"distinct_id_column_name,omitempty"`
+	InsertIDColumnName       string            `yaml:"insert_id_column_name,omitempty" json:"insert_id_column_name,omitempty"`
+	InsertTimeColumnName     string            `yaml:"insert_time_column_name,omitempty" json:"insert_time_column_name,omitempty"`
+	JSONPropertiesColumnName string            `yaml:"json_properties_column_name,omitempty" json:"json_properties_column_name,omitempty"`
+	PropertyMappings         map[string]string `yaml:"property_mappings,omitempty" json:"property_mappings,omitempty"`
+	ExcludeColumns           []string          `yaml:"exclude_columns,omitempty" json:"exclude_columns,omitempty"`
+	GroupKey                 string            `yaml:"group_key,omitempty" json:"group_key,omitempty"`
+	GroupIDColumn            string            `yaml:"group_id_column,omitempty" json:"group_id_column,omitempty"`
+	LookupTableID            string            `yaml:"lookup_table_id,omitempty" json:"lookup_table_id,omitempty"`
+	PropertyKeyColumnName    string            `yaml:"property_key_column_name,omitempty" json:"property_key_column_name,omitempty"`
+	// MigratedFrom names the analytics tool whose history the table holds
+	// (e.g. amplitude); such imports need a Simplified ID Merge project
+	// (spec §1).
+	MigratedFrom string `yaml:"migrated_from,omitempty" json:"migrated_from,omitempty"`
+	// Schedule: a cron expression, @every <duration>, @hourly, @daily,
+	// @weekly, or api (manual syncs only).
+	Schedule string `yaml:"schedule,omitempty" json:"schedule,omitempty"`
+	Paused   bool   `yaml:"paused,omitempty" json:"paused,omitempty"`
+
+	file string
+}
+
+// File is where the import was declared ("" for the API).
+func (im *Import) File() string { return im.file }
+
+// SourceConfig is the connection in the connectors package's terms.
+func (im *Import) SourceConfig() connectors.Config {
+	c := connectors.Config{Kind: im.Source["kind"], Fields: map[string]string{}}
+	for k, v := range im.Source {
+		if k != "kind" {
+			c.Fields[k] = v
+		}
+	}
+	return c
+}
+
+// Event returns the static event name: event_name, or when neither it nor
+// event_column_name is set, the table's name (the spec's recommendation).
+func (im *Import) Event() string {
+	if im.EventName != "" || im.EventColumnName != "" {
+		return im.EventName
+	}
+	return tableBaseName(im.TableParams.Name)
+}
+
+func tableBaseName(name string) string {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' || name[i] == '/' {
+			return name[i+1:]
+		}
+	}
+	return name
+}
+
+// Project is what validation needs to know about the target project.
+type Project struct {
+	ID         int64
+	Simplified bool // Simplified ID Merge; false = Original
+}
