@@ -1,0 +1,114 @@
+package mapping
+
+import (
+	"bytes"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
+
+func eventsImport() *importspec.Import {
+	return &importspec.Import{
+		ID: "demo-events", ProjectID: 1, ImportType: importspec.EventStream, SyncMode: importspec.TimeBased,
+		TableParams:     connTable("main.app_events"),
+		EventColumnName: "event_type", TimeColumnName: "event_time",
+		UserColumnName: "user_id", DeviceColumnName: "device_id",
+		InsertTimeColumnName: "loaded_at", JSONPropertiesColumnName: "props",
+		PropertyMappings: map[string]string{"amount_usd": "Amount"},
+		ExcludeColumns:   []string{"internal_note"},
+	}
+}
+
+// golden compares got with testdata/name (rewritten under -update).
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Errorf("%s differs:\n got:\n%s\nwant:\n%s", name, got, want)
+	}
+}
+
+func mapAll(t *testing.T, im *importspec.Import, simplified bool) (*Records, []byte) {
+	t.Helper()
+	m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Simplified: simplified}, RunID: "run-1", Schema: wideConnSchema()}, wideSchema)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := buildWide(wideRows())
+	defer rec.Release()
+	var out Records
+	m.Map(rec, &out)
+	var nd bytes.Buffer
+	for i := 0; i < out.Len(); i++ {
+		r := out.Record(i)
+		if !json.Valid(r) {
+			t.Fatalf("record %d is not JSON: %s", i, r)
+		}
+		nd.Write(r)
+		nd.WriteByte('\n')
+	}
+	for _, e := range out.Errs {
+		fmt.Fprintf(&nd, "# row %d: %s: %s\n", e.Row, e.Column, e.Message)
+	}
+	return &out, nd.Bytes()
+}
+
+func TestGoldenEvents(t *testing.T) {
+	out, nd := mapAll(t, eventsImport(), true)
+	golden(t, "events.ndjson", nd)
+	// Every mapped record passes the /import validator.
+	var v Validator
+	var batch store.Batch
+	errs := v.Events(1, t0.Add(time.Hour), out, 0, &batch)
+	if len(errs) != len(out.Errs) {
+		t.Fatalf("validator refused mapped records: %+v", errs[len(out.Errs):])
+	}
+	if len(batch.Events) != out.Len() {
+		t.Fatalf("validated %d events of %d", len(batch.Events), out.Len())
+	}
+}
+
+func TestGoldenEventsOriginalIDMerge(t *testing.T) {
+	im := eventsImport()
+	im.UserColumnName, im.DeviceColumnName, im.DistinctIDColumnName = "", "", "user_id"
+	im.EventColumnName, im.EventName = "", "App Event"
+	_, nd := mapAll(t, im, false)
+	golden(t, "events_original.ndjson", nd)
+}
+
+func TestGoldenProfiles(t *testing.T) {
+	for _, tc := range []struct {
+		file string
+		im   *importspec.Import
+	}{
+		{"people.ndjson", &importspec.Import{ID: "users", ImportType: importspec.People, UserColumnName: "user_id",
+			ExcludeColumns: []string{"internal_note", "props"}}},
+		{"groups.ndjson", &importspec.Import{ID: "companies", ImportType: importspec.Groups, GroupKey: "company_id",
+			GroupIDColumn: "device_id"}},
+		{"lookup.ndjson", &importspec.Import{ID: "items", ImportType: importspec.LookupTable, LookupTableID: "items",
+			PropertyKeyColumnName: "id", JSONPropertiesColumnName: "props"}},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			_, nd := mapAll(t, tc.im, true)
+			golden(t, tc.file, nd)
+		})
+	}
+}

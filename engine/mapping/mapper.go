@@ -1,0 +1,194 @@
+package mapping
+
+import (
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/valyala/fastjson"
+	"github.com/zeebo/xxh3"
+
+	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/internal/jsonw"
+)
+
+// leaf is one property written by a column: the column itself, or one
+// field of a STRUCT column (path from the column root), or a MAP/JSON
+// column whose keys are only known per row (dyn).
+type leaf struct {
+	col  int
+	path []int
+	enc  *venc
+	key  []byte // `"name":`, pre-encoded
+	name string
+	dyn  bool
+}
+
+// Mapper maps batches of one schema. It is not safe for concurrent use;
+// give each goroutine its own (New is cheap next to a batch).
+type Mapper struct {
+	opt   Options
+	typ   string
+	roots []venc
+	props []leaf
+	plans []ColumnPlan
+
+	event, tm, user, device, did, iid, jsonCol, key int
+	staticEvent []byte
+	tags        []byte
+	pkCols      []int // key columns for $insert_id; nil: hash the whole row
+	extraCols   []int // columns not in the record, hashed when pkCols is nil
+	names       map[string]struct{}
+
+	p       fastjson.Parser
+	scratch []byte
+	hashBuf []byte
+	hasher  *xxh3.Hasher
+	seen    map[uint64]struct{}
+	comma   bool
+	badJSON bool // the row's JSON-properties value is not an object
+}
+
+// New plans the mapping of batches with schema s.
+func New(opt Options, s *arrow.Schema) (*Mapper, error) {
+	im := opt.Import
+	m := &Mapper{opt: opt, typ: im.ImportType, names: map[string]struct{}{}, seen: map[uint64]struct{}{}, hasher: xxh3.New()}
+	var err error
+	idx := func(name string) int {
+		i, e := fieldIndex(s, name)
+		if e != nil && err == nil {
+			err = e
+		}
+		return i
+	}
+	m.event, m.tm = idx(im.EventColumnName), idx(im.TimeColumnName)
+	m.user, m.device = idx(im.UserColumnName), idx(im.DeviceColumnName)
+	m.did, m.iid = idx(im.DistinctIDColumnName), idx(im.InsertIDColumnName)
+	m.jsonCol = idx(im.JSONPropertiesColumnName)
+	switch im.ImportType {
+	case importspec.Groups:
+		m.key = idx(im.GroupIDColumn)
+	case importspec.LookupTable:
+		m.key = idx(im.PropertyKeyColumnName)
+	case importspec.People:
+		m.key = m.user
+		if m.key < 0 {
+			m.key = m.did
+		}
+	default:
+		m.key = -1
+	}
+	if err != nil {
+		return nil, err
+	}
+	if m.typ == importspec.EventStream && m.tm < 0 {
+		return nil, fmt.Errorf("time column %q is not in the batch", im.TimeColumnName)
+	}
+	if m.typ != importspec.EventStream && m.key < 0 {
+		return nil, fmt.Errorf("%s import needs its key column", m.typ)
+	}
+	if m.event < 0 {
+		m.staticEvent = jsonw.String(nil, im.Event())
+	}
+	m.plan(s)
+	m.tags = m.tagBytes()
+	if opt.Schema != nil {
+		for _, k := range opt.Schema.PrimaryKey {
+			if i := idx(k); i >= 0 {
+				m.pkCols = append(m.pkCols, i)
+			}
+		}
+	}
+	return m, nil
+}
+
+func (m *Mapper) roleOf(i int) Role {
+	switch i {
+	case m.event:
+		return RoleEvent
+	case m.tm:
+		return RoleTime
+	case m.user:
+		return RoleUser
+	case m.device:
+		return RoleDevice
+	case m.did:
+		return RoleDistinctID
+	case m.iid:
+		return RoleInsertID
+	case m.jsonCol:
+		return RoleJSON
+	case m.key:
+		return RoleKey
+	}
+	return RoleProperty
+}
+
+// plan decides, once per schema, what each column becomes.
+func (m *Mapper) plan(s *arrow.Schema) {
+	im := m.opt.Import
+	excluded := map[string]bool{}
+	for _, c := range im.ExcludeColumns {
+		excluded[c] = true
+	}
+	m.roots = make([]venc, s.NumFields())
+	for i, f := range s.Fields() {
+		m.roots[i] = newVenc(f.Type, jsonColumn(m.opt.Schema, f.Name))
+		role := m.roleOf(i)
+		pl := ColumnPlan{Column: f.Name, Type: f.Type, Role: role}
+		if role == RoleJSON {
+			pl.Flattened = true
+		}
+		if role == RoleProperty && excluded[f.Name] {
+			pl.Role = RoleExcluded
+		}
+		if pl.Role == RoleExcluded || (role != RoleProperty && role != RoleJSON) {
+			m.extraCols = append(m.extraCols, i)
+		}
+		if pl.Role != RoleProperty {
+			m.plans = append(m.plans, pl)
+			continue
+		}
+		name := f.Name
+		if to, ok := im.PropertyMappings[f.Name]; ok {
+			name, pl.Renamed = to, true
+		}
+		pl.Property = name
+		if isReserved(name) {
+			pl.Role, pl.Note = RoleShadowed, "property name is written by the mapper"
+			m.extraCols = append(m.extraCols, i)
+			m.plans = append(m.plans, pl)
+			continue
+		}
+		root := &m.roots[i]
+		pl.Flattened = root.kind == kStruct || root.kind == kMap || root.json
+		m.addLeaves(i, root, nil, name)
+		m.plans = append(m.plans, pl)
+	}
+}
+
+func (m *Mapper) addLeaves(col int, v *venc, path []int, name string) {
+	if v.kind == kStruct {
+		for f := range v.fields {
+			p := append(append([]int(nil), path...), f)
+			m.addLeaves(col, &v.fields[f], p, name+"."+v.names[f])
+		}
+		return
+	}
+	m.names[name] = struct{}{}
+	m.props = append(m.props, leaf{col: col, path: path, enc: v, key: keyJSON(name), name: name,
+		dyn: v.kind == kMap || v.json})
+}
+
+func (m *Mapper) tagBytes() []byte {
+	if m.typ != importspec.EventStream {
+		return nil
+	}
+	b := []byte(`,"$warehouse_import_id":`)
+	b = jsonw.String(b, m.opt.Import.ID)
+	b = append(b, `,"$warehouse_import_job_id":`...)
+	b = jsonw.String(b, m.opt.RunID)
+	return append(b, `,"$import":true,"$source":"warehouse-import"`...)
+}
+
+// Plan reports how each source column is mapped.
+func (m *Mapper) Plan() []ColumnPlan { return m.plans }

@@ -1,0 +1,154 @@
+package mapping
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+
+	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/internal/jsonw"
+)
+
+// Options configure a Mapper.
+type Options struct {
+	Import  *importspec.Import
+	Project importspec.Project
+	// RunID is the sync run; it becomes $warehouse_import_job_id.
+	RunID string
+	// Schema is the discovered schema; it says which text columns hold
+	// JSON (their Arrow type is just a string).
+	Schema *connectors.Schema
+}
+
+// RowError is a row that could not become a record.
+type RowError struct {
+	Row     int64  // row number within the run (or the batch, before Offset)
+	Key     string // the row's key: $insert_id, user id or lookup key
+	Column  string // source column, when the problem is a column's value
+	Field   string // record field, when the validator refused it
+	Message string
+}
+
+func (e RowError) Error() string {
+	where := e.Column
+	if where == "" {
+		where = e.Field
+	}
+	return fmt.Sprintf("row %d (%s): %s: %s", e.Row, e.Key, where, e.Message)
+}
+
+// Records is one batch's output: records laid end to end in Buf.
+type Records struct {
+	Buf  []byte
+	Ends []int   // record i is Buf[Ends[i-1]:Ends[i]] (Ends[-1] = 0)
+	Rows []int32 // batch row of record i
+	Errs []RowError
+	keys []int // start, end in Buf of record i's key (escaped JSON text)
+}
+
+// Reset empties r, keeping its memory.
+func (r *Records) Reset() {
+	r.Buf, r.Ends, r.Rows, r.Errs, r.keys = r.Buf[:0], r.Ends[:0], r.Rows[:0], r.Errs[:0], r.keys[:0]
+}
+
+// Len is the number of records.
+func (r *Records) Len() int { return len(r.Ends) }
+
+// Record returns record i.
+func (r *Records) Record(i int) []byte {
+	start := 0
+	if i > 0 {
+		start = r.Ends[i-1]
+	}
+	return r.Buf[start:r.Ends[i]]
+}
+
+// Key returns record i's key: the $insert_id of an event, the user or
+// group id of a profile update, the lookup key (JSON-escaped). It points
+// into Buf; copy it to keep it.
+func (r *Records) Key(i int) []byte { return r.Buf[r.keys[2*i]:r.keys[2*i+1]] }
+
+// Slices appends every record to dst (the shape record.Decoder takes).
+func (r *Records) Slices(dst [][]byte) [][]byte {
+	start := 0
+	for _, end := range r.Ends {
+		dst = append(dst, r.Buf[start:end:end])
+		start = end
+	}
+	return dst
+}
+
+// Role says what a source column is used for.
+type Role string
+
+const (
+	RoleProperty   Role = "property"
+	RoleEvent      Role = "event name"
+	RoleTime       Role = "time"
+	RoleUser       Role = "$user_id"
+	RoleDevice     Role = "$device_id"
+	RoleDistinctID Role = "distinct_id"
+	RoleInsertID   Role = "$insert_id"
+	RoleJSON       Role = "json properties"
+	RoleKey        Role = "key"
+	RoleExcluded   Role = "excluded"
+	RoleShadowed   Role = "shadowed" // its property name is reserved
+)
+
+// ColumnPlan is how one source column is mapped, for preview reports.
+type ColumnPlan struct {
+	Column    string
+	Type      arrow.DataType
+	Role      Role
+	Property  string // property name (the prefix, when flattened)
+	Renamed   bool
+	Flattened bool // STRUCT, MAP or JSON objects become dotted names
+	Note      string
+}
+
+// reserved property names the mapper writes itself; a column mapped to one
+// of them is shadowed.
+var reservedNames = []string{"time", "distinct_id", "$insert_id", "$user_id", "$device_id",
+	"$warehouse_import_id", "$warehouse_import_job_id", "$import", "$source"}
+
+func isReserved(name string) bool {
+	for _, r := range reservedNames {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+// keyJSON pre-encodes `"name":`.
+func keyJSON(name string) []byte {
+	return append(jsonw.String(nil, name), ':')
+}
+
+func fieldIndex(s *arrow.Schema, name string) (int, error) {
+	if name == "" {
+		return -1, nil
+	}
+	idx := s.FieldIndices(name)
+	if len(idx) == 0 {
+		return -1, fmt.Errorf("column %q is not in the batch", name)
+	}
+	return idx[0], nil
+}
+
+func jsonColumn(s *connectors.Schema, name string) bool {
+	if s == nil {
+		return false
+	}
+	c, ok := s.Column(name)
+	if !ok {
+		return false
+	}
+	switch strings.ToUpper(c.SourceType) {
+	case "JSON", "JSONB", "VARIANT", "OBJECT", "SUPER":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,353 @@
+package mapping
+
+import (
+	"encoding/base64"
+	"math"
+	"strconv"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
+
+	"github.com/tributary-dev/tributary/internal/jsonw"
+)
+
+type vkind uint8
+
+const (
+	kOther vkind = iota // rare types: Arrow's own text rendering, as a string
+	kNull
+	kInt
+	kUint
+	kFloat
+	kBool
+	kString
+	kBinary
+	kTimestamp
+	kDate32
+	kDate64
+	kDecimal
+	kList
+	kStruct
+	kMap
+	kDict
+)
+
+// venc encodes the values of one Arrow column (or nested child) as JSON.
+// It is chosen once per schema from the type; bind points it at each
+// batch's array, so encoding a value is a switch and an append.
+type venc struct {
+	kind  vkind
+	dt    arrow.DataType
+	unit  arrow.TimeUnit
+	scale int32
+	json  bool // a text or binary column that holds JSON documents
+
+	arr   arrow.Array
+	ints  func(i int) int64
+	uints func(i int) uint64
+	flts  func(i int) float64
+	str   func(i int) string
+	bin   func(i int) []byte
+
+	elem   *venc  // list elements, dictionary values, map values
+	key    *venc  // map keys
+	fields []venc // struct fields
+	names  []string
+}
+
+func newVenc(dt arrow.DataType, isJSON bool) venc {
+	v := venc{dt: dt, json: isJSON}
+	switch t := dt.(type) {
+	case *arrow.NullType:
+		v.kind = kNull
+	case *arrow.Int8Type, *arrow.Int16Type, *arrow.Int32Type, *arrow.Int64Type:
+		v.kind = kInt
+	case *arrow.Uint8Type, *arrow.Uint16Type, *arrow.Uint32Type, *arrow.Uint64Type:
+		v.kind = kUint
+	case *arrow.Float16Type, *arrow.Float32Type, *arrow.Float64Type:
+		v.kind = kFloat
+	case *arrow.BooleanType:
+		v.kind = kBool
+	case *arrow.StringType, *arrow.LargeStringType, *arrow.StringViewType:
+		v.kind = kString
+	case *arrow.BinaryType, *arrow.LargeBinaryType, *arrow.BinaryViewType:
+		v.kind = kBinary
+	case *arrow.TimestampType:
+		v.kind, v.unit = kTimestamp, t.Unit
+	case *arrow.Date32Type:
+		v.kind = kDate32
+	case *arrow.Date64Type:
+		v.kind = kDate64
+	case *arrow.Decimal128Type:
+		v.kind, v.scale = kDecimal, t.Scale
+	case *arrow.ListType:
+		v.kind = kList
+		e := newVenc(t.Elem(), false)
+		v.elem = &e
+	case *arrow.LargeListType:
+		v.kind = kList
+		e := newVenc(t.Elem(), false)
+		v.elem = &e
+	case *arrow.FixedSizeListType:
+		v.kind = kList
+		e := newVenc(t.Elem(), false)
+		v.elem = &e
+	case *arrow.MapType:
+		v.kind = kMap
+		k, e := newVenc(t.KeyType(), false), newVenc(t.ItemType(), false)
+		v.key, v.elem = &k, &e
+	case *arrow.StructType:
+		v.kind = kStruct
+		for _, f := range t.Fields() {
+			v.fields = append(v.fields, newVenc(f.Type, false))
+			v.names = append(v.names, f.Name)
+		}
+	case *arrow.DictionaryType:
+		v.kind = kDict
+		e := newVenc(t.ValueType, isJSON)
+		v.elem = &e
+	case arrow.ExtensionType:
+		v = newVenc(t.StorageType(), isJSON || t.ExtensionName() == "arrow.json")
+	default:
+		v.kind = kOther
+	}
+	return v
+}
+
+// bind points the encoder (and its children) at arr.
+func (v *venc) bind(arr arrow.Array) {
+	if ext, ok := arr.(array.ExtensionArray); ok {
+		arr = ext.Storage()
+	}
+	v.arr = arr
+	switch a := arr.(type) {
+	case *array.Int8:
+		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+	case *array.Int16:
+		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+	case *array.Int32:
+		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+	case *array.Int64:
+		vals := a.Int64Values()
+		v.ints = func(i int) int64 { return vals[i] }
+	case *array.Uint8:
+		v.uints = func(i int) uint64 { return uint64(a.Value(i)) }
+	case *array.Uint16:
+		v.uints = func(i int) uint64 { return uint64(a.Value(i)) }
+	case *array.Uint32:
+		v.uints = func(i int) uint64 { return uint64(a.Value(i)) }
+	case *array.Uint64:
+		v.uints = a.Value
+	case *array.Float16:
+		v.flts = func(i int) float64 { return float64(a.Value(i).Float32()) }
+	case *array.Float32:
+		v.flts = func(i int) float64 { return float64(a.Value(i)) }
+	case *array.Float64:
+		vals := a.Float64Values()
+		v.flts = func(i int) float64 { return vals[i] }
+	case *array.String:
+		v.str = a.Value
+	case *array.LargeString:
+		v.str = a.Value
+	case *array.StringView:
+		v.str = a.Value
+	case *array.Binary:
+		v.bin = a.Value
+	case *array.LargeBinary:
+		v.bin = a.Value
+	case *array.BinaryView:
+		v.bin = a.Value
+	case *array.Timestamp:
+		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+	case *array.Date32:
+		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+	case *array.Date64:
+		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+	case *array.List:
+		v.elem.bind(a.ListValues())
+	case *array.LargeList:
+		v.elem.bind(a.ListValues())
+	case *array.FixedSizeList:
+		v.elem.bind(a.ListValues())
+	case *array.Map:
+		v.key.bind(a.Keys())
+		v.elem.bind(a.Items())
+	case *array.Struct:
+		for f := range v.fields {
+			v.fields[f].bind(a.Field(f))
+		}
+	case *array.Dictionary:
+		v.elem.bind(a.Dictionary())
+		v.ints = func(i int) int64 { return int64(a.GetValueIndex(i)) }
+	}
+}
+
+func (v *venc) isNull(i int) bool {
+	if v.arr.IsNull(i) {
+		return true
+	}
+	switch v.kind {
+	case kNull:
+		return true
+	case kFloat:
+		f := v.flts(i)
+		return math.IsNaN(f) || math.IsInf(f, 0) // not representable in JSON
+	case kDict:
+		return v.elem.isNull(int(v.ints(i)))
+	}
+	return false
+}
+
+// listBounds returns the element range of list row i.
+func (v *venc) listBounds(i int) (int, int) {
+	switch a := v.arr.(type) {
+	case *array.List:
+		s, e := a.ValueOffsets(i)
+		return int(s), int(e)
+	case *array.LargeList:
+		s, e := a.ValueOffsets(i)
+		return int(s), int(e)
+	case *array.FixedSizeList:
+		n := a.DataType().(*arrow.FixedSizeListType).Len()
+		return (i + a.Offset()) * int(n), (i + a.Offset() + 1) * int(n)
+	case *array.Map:
+		s, e := a.ValueOffsets(i)
+		return int(s), int(e)
+	}
+	return 0, 0
+}
+
+// appendValue appends row i (known non-null) as a JSON value. Nested
+// values (list items, struct fields inside lists) are not flattened.
+func (v *venc) appendValue(dst []byte, i int) []byte {
+	switch v.kind {
+	case kInt:
+		return strconv.AppendInt(dst, v.ints(i), 10)
+	case kUint:
+		return strconv.AppendUint(dst, v.uints(i), 10)
+	case kFloat:
+		return strconv.AppendFloat(dst, v.flts(i), 'g', -1, 64)
+	case kBool:
+		return strconv.AppendBool(dst, v.arr.(*array.Boolean).Value(i))
+	case kString:
+		if v.json {
+			return appendRawJSON(dst, v.str(i))
+		}
+		return jsonw.String(dst, v.str(i))
+	case kBinary:
+		b := v.bin(i)
+		if v.json {
+			return appendRawJSON(dst, b2s(b))
+		}
+		dst = append(dst, '"')
+		dst = base64.StdEncoding.AppendEncode(dst, b)
+		return append(dst, '"')
+	case kTimestamp:
+		dst = append(dst, '"')
+		dst = appendISO(dst, toMicros(v.ints(i), v.unit))
+		return append(dst, '"')
+	case kDate32:
+		dst = append(dst, '"')
+		dst = appendDate(dst, v.ints(i))
+		return append(dst, '"')
+	case kDate64:
+		dst = append(dst, '"')
+		dst = appendDate(dst, floorDiv(v.ints(i), 86_400_000))
+		return append(dst, '"')
+	case kDecimal:
+		return appendDecimal(dst, v.arr.(*array.Decimal128).Value(i), v.scale)
+	case kList:
+		s, e := v.listBounds(i)
+		dst = append(dst, '[')
+		for j := s; j < e; j++ {
+			if j > s {
+				dst = append(dst, ',')
+			}
+			dst = v.elem.appendOrNull(dst, j)
+		}
+		return append(dst, ']')
+	case kStruct:
+		dst = append(dst, '{')
+		n := 0
+		for f := range v.fields {
+			if v.fields[f].isNull(i) {
+				continue
+			}
+			if n > 0 {
+				dst = append(dst, ',')
+			}
+			n++
+			dst = jsonw.String(dst, v.names[f])
+			dst = append(dst, ':')
+			dst = v.fields[f].appendValue(dst, i)
+		}
+		return append(dst, '}')
+	case kMap:
+		s, e := v.listBounds(i)
+		dst = append(dst, '{')
+		for j := s; j < e; j++ {
+			if j > s {
+				dst = append(dst, ',')
+			}
+			dst = v.key.appendKey(dst, j)
+			dst = append(dst, ':')
+			dst = v.elem.appendOrNull(dst, j)
+		}
+		return append(dst, '}')
+	case kDict:
+		return v.elem.appendValue(dst, int(v.ints(i)))
+	}
+	return jsonw.String(dst, v.arr.ValueStr(i))
+}
+
+func (v *venc) appendOrNull(dst []byte, i int) []byte {
+	if v.isNull(i) {
+		return append(dst, "null"...)
+	}
+	return v.appendValue(dst, i)
+}
+
+// appendKey appends row i as a JSON object key (map keys may be numbers).
+func (v *venc) appendKey(dst []byte, i int) []byte {
+	if v.kind == kString {
+		return jsonw.String(dst, v.str(i))
+	}
+	start := len(dst)
+	dst = v.appendValue(dst, i)
+	if len(dst) > start && dst[start] == '"' {
+		return dst
+	}
+	s := string(dst[start:])
+	return jsonw.String(dst[:start], s)
+}
+
+// appendDecimal writes a decimal as a JSON number; values that fit an
+// int64 take the allocation-free path.
+func appendDecimal(dst []byte, n decimal128.Num, scale int32) []byte {
+	hi, lo := n.HighBits(), n.LowBits()
+	if (hi == 0 && lo < 1<<63) || (hi == -1 && lo >= 1<<63) {
+		x := int64(lo)
+		if scale <= 0 {
+			dst = strconv.AppendInt(dst, x, 10)
+			for ; scale < 0; scale++ {
+				dst = append(dst, '0')
+			}
+			return dst
+		}
+		if x < 0 {
+			dst = append(dst, '-')
+			x = -x
+		}
+		var buf [24]byte
+		digits := strconv.AppendUint(buf[:0], uint64(x), 10)
+		for len(digits) <= int(scale) {
+			digits = append([]byte{'0'}, digits...)
+		}
+		cut := len(digits) - int(scale)
+		dst = append(dst, digits[:cut]...)
+		dst = append(dst, '.')
+		return append(dst, digits[cut:]...)
+	}
+	return append(dst, n.ToString(scale)...)
+}
