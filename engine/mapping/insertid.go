@@ -65,16 +65,32 @@ func (m *Mapper) derivedID(header, props []byte, i int) [36]byte {
 	if len(m.pkCols) > 0 {
 		for _, c := range m.pkCols {
 			m.hashBuf = append(m.hashBuf, 0x1f)
-			m.hashBuf = m.roots[c].appendOrNull(m.hashBuf, i)
+			m.hashBuf = m.roots[c].appendHashable(m.hashBuf, i)
 		}
 	} else {
 		h.Write(props)
 		for _, c := range m.extraCols {
 			m.hashBuf = append(m.hashBuf, 0x1f)
 			m.hashBuf = append(m.hashBuf, m.plans[c].Column...) // names, not positions: a new column must not change ids
-			m.hashBuf = m.roots[c].appendOrNull(m.hashBuf, i)
+			m.hashBuf = m.roots[c].appendHashable(m.hashBuf, i)
 		}
 	}
 	h.Write(m.hashBuf)
 	return uuidText(h.Sum128())
+}
+
+// appendHashable appends row i's value for hashing: the raw bytes of text
+// (no escaping or JSON validation), the value otherwise; NULL is a marker
+// byte no value starts with.
+func (v *venc) appendHashable(dst []byte, i int) []byte {
+	if v.isNull(i) {
+		return append(dst, 0x00)
+	}
+	switch v.kind {
+	case kString:
+		return append(dst, v.str(i)...)
+	case kBinary:
+		return append(dst, v.bin(i)...)
+	}
+	return v.appendValue(dst, i)
 }
