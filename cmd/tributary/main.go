@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/tributary-dev/tributary/connectors/duckdb"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/server"
 )
@@ -21,6 +22,10 @@ const usage = `usage: tributary <command> [flags]
 
 commands:
   serve --config FILE [--listen ADDR] [--data-dir DIR]   run the ingestion server
+  demo-warehouse PATH                                     create the demo DuckDB warehouse (if missing)
+  validate -c IMPORT.yaml [-c …] [--config FILE]          check import files without connecting
+  preview -c IMPORT.yaml [--config FILE] [--limit 20] [--format table|ndjson]
+                                                          map a sample of the table; writes nothing
 `
 
 func main() {
@@ -38,6 +43,21 @@ func run(args []string, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(args[1:], stderr)
+	case "demo-warehouse":
+		if len(args) != 2 {
+			return errors.New("usage: tributary demo-warehouse PATH")
+		}
+		created, err := duckdb.SeedDemo(context.Background(), args[1])
+		if err == nil && created {
+			fmt.Fprintf(stderr, "demo warehouse created at %s\n", args[1])
+		}
+		return err
+	case "validate":
+		return validate(args[1:], os.Stdout, stderr)
+	case "preview":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return previewCmd(ctx, args[1:], os.Stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return nil

@@ -81,6 +81,9 @@ func Parse(path string, raw []byte, reg *connectors.Registry, lookup func(string
 		return nil, &Error{File: path, Msg: "empty file"}
 	}
 	root := doc.Content[0]
+	if err := checkKeys(path, root); err != nil {
+		return nil, err
+	}
 	if err := checkSecrets(path, root, reg); err != nil {
 		return nil, err
 	}
@@ -99,6 +102,32 @@ func Parse(path string, raw []byte, reg *connectors.Registry, lookup func(string
 	}
 	im.file = path
 	return &im, nil
+}
+
+// checkKeys refuses unknown keys with their line in the file as written
+// (decoding happens after expansion, on re-encoded text).
+func checkKeys(path string, root *yaml.Node) error {
+	if root.Kind != yaml.MappingNode {
+		return &Error{File: path, Msg: "an import file is a YAML mapping of keys to values"}
+	}
+	known := map[string]bool{"source": true, "table_params": true}
+	for _, f := range fields {
+		known[f.name] = true
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k := root.Content[i]
+		if !known[k.Value] {
+			return &Error{File: path, Key: k.Value, Msg: fmt.Sprintf("unknown key (line %d)", k.Line)}
+		}
+	}
+	if tp := mapValue(root, "table_params"); tp != nil && tp.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(tp.Content); i += 2 {
+			if k := tp.Content[i]; k.Value != "table" && k.Value != "query" {
+				return &Error{File: path, Key: "table_params." + k.Value, Msg: fmt.Sprintf("unknown key (line %d); use table or query", k.Line)}
+			}
+		}
+	}
+	return nil
 }
 
 // checkSecrets refuses literal values for fields a source kind marks secret.

@@ -52,23 +52,23 @@ func wideConnSchema() *connectors.Schema {
 }
 
 type wideRow struct {
-	id                    int64
-	event                 *string
-	at                    *time.Time
-	user, device          *string
-	props                 *string
-	city                  *string
-	zip                   *int32
-	shippingNull          bool
-	amount                *int64 // cents
-	qty                   *int32
-	price                 *float64
-	active                *bool
-	day                   *int32
-	tags                  []string
-	attrs                 map[string]int64
-	raw                   []byte
-	note                  *string
+	id           int64
+	event        *string
+	at           *time.Time
+	user, device *string
+	props        *string
+	city         *string
+	zip          *int32
+	shippingNull bool
+	amount       *int64 // cents
+	qty          *int32
+	price        *float64
+	active       *bool
+	day          *int32
+	tags         []string
+	attrs        map[string]int64
+	raw          []byte
+	note         *string
 }
 
 func ptr[T any](v T) *T { return &v }
@@ -77,13 +77,13 @@ func wideRows() []wideRow {
 	return []wideRow{
 		{id: 1, event: ptr("Purchase"), at: ptr(t0), user: ptr("user-1"), device: ptr("dev-1"),
 			props: ptr(`{"plan":"pro","cart":{"items":3,"coupon":{"code":"X1"}},"qty":99,"list":[1,{"a":2}],"gone":null}`),
-			city: ptr("Zürich"), zip: ptr(int32(8001)), amount: ptr(int64(1234)), qty: ptr(int32(2)), price: ptr(9.99),
+			city:  ptr("Zürich"), zip: ptr(int32(8001)), amount: ptr(int64(1234)), qty: ptr(int32(2)), price: ptr(9.99),
 			active: ptr(true), day: ptr(int32(20393)), tags: []string{"a", "b \"quoted\""}, attrs: map[string]int64{"k": 7},
 			raw: []byte{0, 1, 2, 250}, note: ptr("secret")},
 		{id: 2, event: ptr("Signup"), at: ptr(t0.Add(-time.Hour)), device: ptr("dev-2"), shippingNull: true,
 			amount: ptr(int64(-5)), price: ptr(0.1), tags: []string{}},
-		{id: 3, event: ptr("Purchase"), at: nil, user: ptr("user-3")}, // NULL time: a row error
-		{id: 4, event: nil, at: ptr(t0), user: ptr("user-4")},          // NULL event: a row error
+		{id: 3, event: ptr("Purchase"), at: nil, user: ptr("user-3")},                       // NULL time: a row error
+		{id: 4, event: nil, at: ptr(t0), user: ptr("user-4")},                               // NULL event: a row error
 		{id: 5, event: ptr("View"), at: ptr(t0), props: ptr(`not json`), city: ptr("Oslo")}, // no user, no device
 	}
 }

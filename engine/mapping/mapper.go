@@ -33,11 +33,11 @@ type Mapper struct {
 	plans []ColumnPlan
 
 	event, tm, user, device, did, iid, jsonCol, key int
-	staticEvent []byte
-	tags        []byte
-	pkCols      []int // key columns for $insert_id; nil: hash the whole row
-	extraCols   []int // columns not in the record, hashed when pkCols is nil
-	names       map[string]struct{}
+	staticEvent                                     []byte
+	tags                                            []byte
+	pkCols                                          []int // key columns for $insert_id; nil: hash the whole row
+	extraCols                                       []int // columns not in the record, hashed when pkCols is nil
+	names                                           map[string]struct{}
 
 	p       fastjson.Parser
 	scratch []byte

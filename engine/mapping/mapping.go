@@ -152,3 +152,14 @@ func jsonColumn(s *connectors.Schema, name string) bool {
 	}
 	return false
 }
+
+// AppendValue appends row i of arr as the JSON value the mapper would
+// write (for reports; it plans the column on every call).
+func AppendValue(dst []byte, arr arrow.Array, i int) []byte {
+	v := newVenc(arr.DataType(), false)
+	v.bind(arr)
+	if v.isNull(i) {
+		return append(dst, "null"...)
+	}
+	return v.appendValue(dst, i)
+}

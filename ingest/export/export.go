@@ -14,9 +14,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/valyala/fastjson"
-
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/where"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -31,7 +30,7 @@ type Request struct {
 	Project  int64
 	From, To time.Time // UTC days, both inclusive
 	Events   []string
-	Where    Filter
+	Where    *where.Expr // nil matches every event
 	Limit    int
 	TimeInMs bool
 }
@@ -54,7 +53,8 @@ func ParseRequest(project int64, q url.Values) (Request, error) {
 			return r, fmt.Errorf("%w: event must be a JSON array of strings, e.g. [\"signup\",\"purchase\"]", ErrBadRequest)
 		}
 	}
-	if r.Where, err = ParseWhere(q.Get("where")); err != nil {
+	// The *where.SyntaxError stays in the chain (errors.As) with its offset.
+	if r.Where, err = where.Parse(q.Get("where")); err != nil {
 		return r, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
 	if l := q.Get("limit"); l != "" {
@@ -86,15 +86,11 @@ func Write(ctx context.Context, st store.Store, req Request, w io.Writer) (int, 
 	var (
 		n    int
 		line []byte
-		p    fastjson.Parser
-		row  Row
+		row  eventRow
 	)
 	emit := func(e *store.Event) error {
 		if req.Where != nil {
-			row = Row{Name: e.Name, DistinctID: e.DistinctID, InsertID: e.InsertID, TimeMs: e.TimeMs}
-			if v, err := p.ParseBytes(e.Props); err == nil {
-				row.Props = v
-			}
+			row.reset(e)
 			if !req.Where.Match(&row) {
 				return nil
 			}

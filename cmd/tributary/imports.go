@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/tributary-dev/tributary/connectors/kinds"
+	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/engine/preview"
+	"github.com/tributary-dev/tributary/internal/config"
+)
+
+// files collects repeated -c flags.
+type files []string
+
+func (f *files) String() string     { return strings.Join(*f, ",") }
+func (f *files) Set(v string) error { *f = append(*f, v); return nil }
+
+// projectsOf returns the project lookup of the server config at path; a
+// missing default config is not an error (validate then skips the ID-mode
+// checks), a missing explicit one is.
+func projectsOf(path string, explicit bool) (func(int64) (importspec.Project, bool), error) {
+	if _, err := os.Stat(path); err != nil && !explicit {
+		return nil, nil
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	return func(id int64) (importspec.Project, bool) {
+		for _, p := range cfg.Projects {
+			if p.ID == id {
+				return importspec.Project{ID: id, Simplified: p.IDManagement != config.IDOriginal}, true
+			}
+		}
+		return importspec.Project{}, false
+	}, nil
+}
+
+func flagSet(name string, stderr io.Writer) (*flag.FlagSet, *files, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var fl files
+	fs.Var(&fl, "c", "import file (repeatable)")
+	cfg := fs.String("config", "configs/tributary.yaml", "server config (supplies the projects and their ID modes)")
+	return fs, &fl, cfg
+}
+
+func explicitFlag(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// validate checks import files without connecting to anything.
+func validate(args []string, stdout, stderr io.Writer) error {
+	fs, fl, cfgPath := flagSet("validate", stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	paths := append(*fl, fs.Args()...)
+	if len(paths) == 0 {
+		return errors.New("validate: give import files with -c FILE")
+	}
+	projects, err := projectsOf(*cfgPath, explicitFlag(fs, "config"))
+	if err != nil {
+		return err
+	}
+	reg := kinds.Registry()
+	bad := 0
+	for _, p := range paths {
+		im, err := importspec.LoadFile(p, reg, nil)
+		if err == nil {
+			err = im.Validate(reg, projects)
+		}
+		if err != nil {
+			bad++
+			fmt.Fprintf(stderr, "%s\n", err)
+			continue
+		}
+		fmt.Fprintf(stdout, "%s: ok (%s %s, %s)\n", p, im.ImportType, im.SyncMode, im.ID)
+	}
+	if bad > 0 {
+		return fmt.Errorf("%d of %d import files are invalid", bad, len(paths))
+	}
+	return nil
+}
+
+// previewCmd maps a sample of an import's table and prints it.
+func previewCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, fl, cfgPath := flagSet("preview", stderr)
+	limit := fs.Int64("limit", 20, "rows to read")
+	format := fs.String("format", "table", "table or ndjson (records on stdout, problems on stderr)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	paths := append(*fl, fs.Args()...)
+	if len(paths) != 1 {
+		return errors.New("preview: give one import file with -c FILE")
+	}
+	if *format != "table" && *format != "ndjson" {
+		return fmt.Errorf("preview: --format %q: use table or ndjson", *format)
+	}
+	projects, err := projectsOf(*cfgPath, true)
+	if err != nil {
+		return err
+	}
+	reg := kinds.Registry()
+	im, err := importspec.LoadFile(paths[0], reg, nil)
+	if err != nil {
+		return err
+	}
+	project, ok := projects(im.ProjectID)
+	if !ok {
+		return &importspec.Error{File: im.File(), Key: "project_id", Msg: fmt.Sprintf("no project %d in %s", im.ProjectID, *cfgPath)}
+	}
+	rep, err := preview.Run(ctx, preview.Options{Registry: reg, Import: im, Project: project, Limit: *limit})
+	if err != nil {
+		return err
+	}
+	if *format == "ndjson" {
+		preview.WriteNDJSON(stdout, stderr, rep)
+	} else {
+		preview.WriteText(stdout, rep)
+	}
+	if rep.ConfigErr != nil {
+		return errors.New("the import is not valid")
+	}
+	return nil
+}
