@@ -13,6 +13,7 @@ build:
 	$(GO) build -o $(BIN) ./cmd/tributary
 
 run: build
+	./$(BIN) demo-warehouse data/demo-warehouse.duckdb
 	./$(BIN) serve --config $(CONFIG)
 
 # Every test, including the integration tests that start real servers.

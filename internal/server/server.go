@@ -28,6 +28,10 @@ const ShutdownGrace = 30 * time.Second
 // accepting, finish in-flight requests (their commits included), close the
 // store. ready, when not nil, receives the bound address once listening.
 func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(addr string)) error {
+	imports, err := loadImports(cfg)
+	if err != nil {
+		return err
+	}
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -58,6 +62,10 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
+	syncCtx, stopSyncs := context.WithCancel(ctx)
+	defer stopSyncs()
+	waitSyncs := startupSyncs(syncCtx, cfg, imports, st, log)
+	defer waitSyncs() // runs before the store closes (defers run last-in first-out)
 	select {
 	case err := <-errc:
 		_ = committer.Close()
