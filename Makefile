@@ -24,6 +24,7 @@ test:
 # Go benchmarks, then the end-to-end load driver against a real server.
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./ingest/...
+	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./engine/... ./connectors/...
 	$(GO) run ./integration/loadgen -bin $(BIN)
 
 fuzz:
