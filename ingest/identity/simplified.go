@@ -1,0 +1,53 @@
+package identity
+
+import (
+	"fmt"
+	"strings"
+)
+
+// DistinctID is the distinct_id Simplified ID Merge gives an event: its
+// $user_id, else "$device:" + its $device_id ("" when it has neither).
+func DistinctID(userID, deviceID string) string {
+	if userID != "" {
+		return userID
+	}
+	if deviceID != "" {
+		return DevicePrefix + deviceID
+	}
+	return ""
+}
+
+// SplitDistinctID reads an event that carries only distinct_id, as
+// Simplified mode does for backward compatibility: a "$device:" prefix marks
+// a device id, anything else is a user id.
+func SplitDistinctID(distinctID string) (userID, deviceID string) {
+	if d, ok := strings.CutPrefix(distinctID, DevicePrefix); ok {
+		return "", d
+	}
+	return distinctID, ""
+}
+
+// link attaches the device to the user the first time an event carries
+// both. Users never merge with each other, so a cluster is one user and its
+// devices; a device keeps its first user for good.
+func (g *Graph) link(user, device string) (bool, error) {
+	if user == "" || device == "" || strings.HasPrefix(user, DevicePrefix) {
+		return false, fmt.Errorf("link $user_id %q with $device_id %q: %w", user, device, ErrInvalidID)
+	}
+	dev := DevicePrefix + device
+	if id, ok := g.f.lookup(dev); ok {
+		owner := g.f.names[g.f.canon[g.f.find(id)]]
+		if owner == user {
+			return false, nil
+		}
+		return false, fmt.Errorf("link $user_id %q with $device_id %q (linked to %q): %w",
+			user, device, owner, ErrDeviceLinked)
+	}
+	iu, id := g.f.add(user), g.f.add(dev)
+	// Hang the device directly under the user's root: Resolve then takes
+	// one step, and the user stays canonical whatever the sizes.
+	r := g.f.find(iu)
+	g.f.parent[id] = r
+	g.f.size[r]++
+	return true, nil
+}
