@@ -209,7 +209,7 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 		}
 		if l.dyn {
 			if !dynUsed {
-				clear(m.seen)
+				m.resetDyn()
 				dynUsed = true
 			}
 			dst = m.appendDynamic(dst, l.enc, i, l.name)
@@ -224,11 +224,18 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 	}
 	if m.jsonCol >= 0 && !m.roots[m.jsonCol].isNull(i) {
 		if !dynUsed {
-			clear(m.seen)
+			m.resetDyn()
 		}
 		dst = m.appendDynamic(dst, &m.roots[m.jsonCol], i, "")
 	}
 	return dst
+}
+
+func (m *Mapper) resetDyn() {
+	m.dyn, m.dynBuf = m.dyn[:0], m.dynBuf[:0]
+	if len(m.seen) > 0 {
+		clear(m.seen)
+	}
 }
 
 func (m *Mapper) jsonErr() *RowError {

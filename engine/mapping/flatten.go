@@ -83,16 +83,35 @@ func (m *Mapper) flattenObject(dst []byte, o *fastjson.Object, prefix string) []
 	return dst
 }
 
-// claim reports whether name is free in this row, and takes it.
+// claim reports whether name is free in this row, and takes it. Names of
+// table columns and of the mapper's own fields are blocked for good; a
+// row repeats a dynamic name rarely, so those are checked linearly until
+// there are many, then through a hash set.
 func (m *Mapper) claim(name []byte) bool {
-	if _, taken := m.names[b2s(name)]; taken || isReserved(b2s(name)) {
+	if _, taken := m.names[b2s(name)]; taken {
 		return false
 	}
-	h := xxh3.Hash(name)
-	if _, dup := m.seen[h]; dup {
-		return false
+	if len(m.dyn) < 32 {
+		for _, at := range m.dyn {
+			if string(m.dynBuf[at[0]:at[1]]) == b2s(name) {
+				return false
+			}
+		}
+	} else {
+		if len(m.seen) == 0 {
+			for _, at := range m.dyn {
+				m.seen[xxh3.Hash(m.dynBuf[at[0]:at[1]])] = struct{}{}
+			}
+		}
+		h := xxh3.Hash(name)
+		if _, dup := m.seen[h]; dup {
+			return false
+		}
+		m.seen[h] = struct{}{}
 	}
-	m.seen[h] = struct{}{}
+	start := len(m.dynBuf)
+	m.dynBuf = append(m.dynBuf, name...)
+	m.dyn = append(m.dyn, [2]int{start, len(m.dynBuf)})
 	return true
 }
 

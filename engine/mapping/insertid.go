@@ -91,6 +91,9 @@ func (v *venc) appendHashable(dst []byte, i int) []byte {
 		return append(dst, v.str(i)...)
 	case kBinary:
 		return append(dst, v.bin(i)...)
+	case kInt, kTimestamp, kDate32, kDate64:
+		x := uint64(v.ints(i))
+		return append(dst, byte(x), byte(x>>8), byte(x>>16), byte(x>>24), byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56))
 	}
 	return v.appendValue(dst, i)
 }

@@ -44,6 +44,8 @@ type Mapper struct {
 	hashBuf []byte
 	hasher  *xxh3.Hasher
 	seen    map[uint64]struct{}
+	dyn     [][2]int // dynamic names taken in this row, in dynBuf
+	dynBuf  []byte
 	comma   bool
 	badJSON bool // the row's JSON-properties value is not an object
 }
@@ -90,6 +92,9 @@ func New(opt Options, s *arrow.Schema) (*Mapper, error) {
 		m.staticEvent = jsonw.String(nil, im.Event())
 	}
 	m.plan(s)
+	for _, r := range reservedNames {
+		m.names[r] = struct{}{} // JSON keys never overwrite the mapper's own fields
+	}
 	m.tags = m.tagBytes()
 	if opt.Schema != nil {
 		for _, k := range opt.Schema.PrimaryKey {

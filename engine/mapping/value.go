@@ -44,6 +44,8 @@ type venc struct {
 	json  bool // a text or binary column that holds JSON documents
 
 	arr   arrow.Array
+	valid []byte // validity bitmap, nil when the array has no NULLs
+	off   int    // the array's offset into its bitmap
 	ints  func(i int) int64
 	uints func(i int) uint64
 	flts  func(i int) float64
@@ -121,6 +123,10 @@ func (v *venc) bind(arr arrow.Array) {
 		arr = ext.Storage()
 	}
 	v.arr = arr
+	v.valid, v.off = nil, arr.Data().Offset()
+	if arr.NullN() > 0 {
+		v.valid = arr.NullBitmapBytes()
+	}
 	switch a := arr.(type) {
 	case *array.Int8:
 		v.ints = func(i int) int64 { return int64(a.Value(i)) }
@@ -184,10 +190,15 @@ func (v *venc) bind(arr arrow.Array) {
 }
 
 func (v *venc) isNull(i int) bool {
-	if v.arr.IsNull(i) {
-		return true
+	if v.valid != nil {
+		j := i + v.off
+		if v.valid[j>>3]&(1<<(j&7)) == 0 {
+			return true
+		}
 	}
 	switch v.kind {
+	case kString, kInt, kTimestamp, kBool, kDate32:
+		return false
 	case kNull:
 		return true
 	case kFloat:
