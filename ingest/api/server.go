@@ -60,6 +60,9 @@ type serverMetrics struct {
 	rejected   *metrics.CounterVec
 	commitWait *metrics.Histogram
 	exported   *metrics.CounterVec
+	// trackTooOld counts /track events dropped for being older than 5 days:
+	// the client is told 1, so this is the only trace of them.
+	trackTooOld *metrics.CounterVec
 }
 
 // New builds the API server.
@@ -87,6 +90,8 @@ func New(d Deps) *Server {
 		rejected:   reg.Counter("tributary_records_rejected_total", "Records or requests refused, by reason (failed field, too_large, rate_limited, malformed).", "project", "reason"),
 		commitWait: reg.Histogram("tributary_commit_seconds", "Time from handing a batch to the group committer until it is durable.", 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5),
 		exported:   reg.Counter("tributary_events_exported_total", "Events written by raw export.", "project"),
+		trackTooOld: reg.Counter("tributary_track_events_too_old_total",
+			"Events /track accepted but dropped because they are older than 5 days (use /import for history).", "project"),
 	}
 	return s
 }
@@ -98,6 +103,10 @@ func (s *Server) Handler() http.Handler {
 		mux.Handle(pattern, s.instrument(name, h))
 	}
 	route("/import", "import", s.handleImport)
+	// Token-authenticated endpoints that browser SDKs call cross-origin.
+	route("/track", "track", cors(s.handleTrack))
+	route("/engage", "engage", cors(notImplemented("/engage")))
+	route("/groups", "groups", cors(notImplemented("/groups")))
 	route("/api/2.0/export", "export", s.handleExport)
 	route("/oauth/token", "oauth_token", s.auth.ServeToken)
 	route("/healthz", "healthz", s.handleHealth)
@@ -162,9 +171,7 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, allow auth.Al
 		return p, false
 	}
 	if p.Project.Region != s.cfg.Region {
-		writeError(w, http.StatusForbidden, fmt.Sprintf(
-			"project %d is enrolled in %s data residency; send its requests to the %s host (this server is %s)",
-			p.Project.ID, regionName(p.Project.Region), p.Project.Region.Host(), s.cfg.Region.Host()))
+		writeError(w, http.StatusForbidden, residencyMessage(p.Project, s.cfg.Region))
 		return p, false
 	}
 	return p, true

@@ -1,0 +1,106 @@
+package api
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
+)
+
+// The HTTP behaviour of /track is covered over real HTTP in
+// integration/track_test.go; these pin the pure pieces.
+
+func TestGroupByToken(t *testing.T) {
+	a := &config.Project{ID: 1, Token: "ta"}
+	b := &config.Project{ID: 2, Token: "tb"}
+	lookup := func(tok string) (*config.Project, bool) {
+		p, ok := map[string]*config.Project{"ta": a, "tb": b}[tok]
+		return p, ok
+	}
+	recs := [][]byte{
+		[]byte(`{"event":"x","properties":{"token":"ta"}}`),
+		[]byte(`{"event":"x","properties":{"token":"zz","$insert_id":"id1"}}`),
+		[]byte(`{"event":"x","properties":{"token":"tb","distinct_id":"u"}}`),
+		[]byte(`{"event":"x","properties":{}}`),
+		[]byte(`{"event":"x","properties":{"token":"ta","distinct_id":null}}`),
+		[]byte(`{"event":"x"`),
+	}
+	groups, fails := groupByToken(recs, "10.0.0.1", lookup)
+	if len(groups) != 2 || groups[0].project != a || groups[1].project != b {
+		t.Fatalf("groups %+v", groups)
+	}
+	if got := groups[0].idx; len(got) != 2 || got[0] != 0 || got[1] != 4 {
+		t.Errorf("project a indexes %v, want [0 4]", got)
+	}
+	// ip=1 fills a missing or null distinct_id and leaves a present one.
+	for _, r := range groups[0].recs {
+		if !strings.Contains(string(r), `"distinct_id":"10.0.0.1"`) {
+			t.Errorf("no IP distinct_id in %s", r)
+		}
+	}
+	if string(groups[1].recs[0]) != string(recs[2]) {
+		t.Errorf("record with a distinct_id was rewritten: %s", groups[1].recs[0])
+	}
+	if len(fails) != 3 || fails[0].Index != 1 || fails[0].InsertID != "id1" || fails[0].Field != "properties.token" ||
+		fails[1].Index != 3 || fails[2].Index != 5 {
+		t.Errorf("failures %+v", fails)
+	}
+}
+
+func TestParseTrack(t *testing.T) {
+	cases := []struct {
+		name, method, target, ct, body, want string
+		verbose                              bool
+	}{
+		{"json body", "POST", "/track?verbose=1", "application/json", `[{"a":1}]`, `[{"a":1}]`, true},
+		{"form base64", "POST", "/track", "application/x-www-form-urlencoded", "data=" + url.QueryEscape("eyJhIjoxfQ=="), `{"a":1}`, false},
+		{"form raw, verbose in form", "POST", "/track", "application/x-www-form-urlencoded", "verbose=1&data=" + url.QueryEscape(`[{"a":1}]`), `[{"a":1}]`, true},
+		{"form without content type", "POST", "/track", "", "data=eyJhIjoxfQ", `{"a":1}`, false},
+		{"GET", "GET", "/track?data=eyJhIjoxfQ%3D%3D&verbose=1", "", "", `{"a":1}`, true},
+		{"POST empty body, query data", "POST", "/track?data=" + url.QueryEscape(`{"a":1}`), "", "", `{"a":1}`, false},
+	}
+	for _, c := range cases {
+		r := httptest.NewRequest(c.method, c.target, strings.NewReader(c.body))
+		if c.ct != "" {
+			r.Header.Set("Content-Type", c.ct)
+		}
+		tr, err := parseTrack(r, []byte(c.body))
+		if err != nil || string(tr.body) != c.want || tr.verbose != c.verbose {
+			t.Errorf("%s: body %q verbose %v err %v; want %q verbose %v", c.name, tr.body, tr.verbose, err, c.want, c.verbose)
+		}
+	}
+	r := httptest.NewRequest("GET", "/track?ip=1", nil)
+	if _, err := parseTrack(r, nil); err == nil {
+		t.Error("GET without data parsed")
+	}
+}
+
+func TestDropOld(t *testing.T) {
+	evs := []store.Event{{TimeMs: 5}, {TimeMs: 10}, {TimeMs: 4}, {TimeMs: 11}}
+	kept, n := dropOld(evs, 10)
+	if n != 2 || len(kept) != 2 || kept[0].TimeMs != 10 || kept[1].TimeMs != 11 {
+		t.Errorf("kept %+v dropped %d", kept, n)
+	}
+}
+
+func TestCORSPreflight(t *testing.T) {
+	called := false
+	h := cors(func(w http.ResponseWriter, r *http.Request) { called = true })
+	w := httptest.NewRecorder()
+	r := httptest.NewRequest(http.MethodOptions, "/track", nil)
+	r.Header.Set("Origin", "https://a.example")
+	h(w, r)
+	if called || w.Code != http.StatusOK || w.Header().Get("Access-Control-Allow-Origin") != "https://a.example" ||
+		w.Header().Get("Access-Control-Allow-Methods") != "GET, POST, OPTIONS" {
+		t.Errorf("preflight: called=%v code %d headers %v", called, w.Code, w.Header())
+	}
+	w = httptest.NewRecorder()
+	h(w, httptest.NewRequest(http.MethodPost, "/track", nil))
+	if !called || w.Header().Get("Access-Control-Allow-Origin") != "*" {
+		t.Errorf("POST without Origin: called=%v headers %v", called, w.Header())
+	}
+}
