@@ -5,9 +5,10 @@ package kinds
 import (
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/connectors/duckdb"
+	"github.com/tributary-dev/tributary/connectors/postgres"
 )
 
 // Registry returns a registry of all source kinds.
 func Registry() *connectors.Registry {
-	return connectors.NewRegistry(duckdb.Kind())
+	return connectors.NewRegistry(duckdb.Kind(), postgres.Kind())
 }

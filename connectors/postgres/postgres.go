@@ -1,0 +1,192 @@
+// Package postgres is the PostgreSQL (and wire-compatible) warehouse
+// source. Rows arrive in the binary wire format of the extended query
+// protocol and are decoded straight into Arrow builders, column by column,
+// without going through Go values; see read.go and decode.go.
+//
+// Types: int2/int4/int8 → int16/int32/int64; float4/float8 → float32/
+// float64; bool; text, varchar, char (padded, as PostgreSQL prints it),
+// name, json and jsonb → utf8 (JSON text as stored); uuid → utf8 in
+// canonical form; bytea → binary; timestamp → timestamp[us] and
+// timestamptz → timestamp[us, UTC]; date → date32; numeric(p,s) with
+// p ≤ 38 → decimal128(p,s), other numerics → utf8 as PostgreSQL prints
+// them ("NaN", "Infinity" included); arrays of these → list, a
+// multi-dimensional array flattened in row-major order. Every other type
+// is read in text format as utf8. Values Arrow cannot hold become NULL:
+// ±infinity timestamps and dates, NaN in a decimal128 column, and
+// timestamps after 294247-01-10.
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/tributary-dev/tributary/connectors"
+)
+
+// Kind is the `kind: postgres` source.
+func Kind() connectors.Kind {
+	return connectors.Kind{
+		Name: "postgres",
+		Doc:  "PostgreSQL, read through the binary protocol (tested with 15). Give either dsn or host and the other fields.",
+		Fields: []connectors.Field{
+			{Name: "dsn", Secret: true, Doc: "libpq connection string or postgres:// URL, as ${ENV} because it may carry a password. Excludes the other fields; without sslmode in it, verify-full applies."},
+			{Name: "host", Doc: "Server host name (required without dsn)."},
+			{Name: "port", Doc: "Server port (default 5432)."},
+			{Name: "user", Doc: "Role to connect as."},
+			{Name: "password", Secret: true, Doc: "Password of user, as ${ENV}."},
+			{Name: "database", Doc: "Database name (default: the user name)."},
+			{Name: "sslmode", Doc: "verify-full (default), verify-ca, require, or disable (local use only)."},
+			{Name: "sslrootcert", Doc: "CA certificate file for verify-full and verify-ca (default: the system roots)."},
+		},
+		Check: check,
+		Open: func(ctx context.Context, f map[string]string) (connectors.Source, error) {
+			return Open(ctx, f)
+		},
+	}
+}
+
+var sslModes = []string{"verify-full", "verify-ca", "require", "disable"}
+
+func check(f map[string]string) error {
+	if f["dsn"] != "" {
+		for _, k := range []string{"host", "port", "user", "password", "database", "sslmode", "sslrootcert"} {
+			if f[k] != "" {
+				return &connectors.FieldError{Field: "source." + k, Msg: "cannot be combined with dsn (put it in the dsn)"}
+			}
+		}
+		return nil
+	}
+	if strings.TrimSpace(f["host"]) == "" {
+		return &connectors.FieldError{Field: "source.host", Msg: "is required without dsn"}
+	}
+	if v := f["port"]; v != "" {
+		if n, err := strconv.Atoi(v); err != nil || n < 1 || n > 65535 {
+			return &connectors.FieldError{Field: "source.port", Msg: fmt.Sprintf("%q is not a port number", v)}
+		}
+	}
+	if v := f["sslmode"]; v != "" {
+		ok := false
+		for _, m := range sslModes {
+			ok = ok || v == m
+		}
+		if !ok {
+			// prefer and allow are refused: they fall back to plain text
+			// silently, which is exactly what a default must not do.
+			return &connectors.FieldError{Field: "source.sslmode", Msg: fmt.Sprintf("must be one of %s; got %q", strings.Join(sslModes, ", "), v)}
+		}
+	}
+	return nil
+}
+
+// connString renders fields as a connection string for pgx. Field values
+// are quoted, so a password with spaces or quotes cannot inject keywords.
+func connString(f map[string]string) (string, error) {
+	if dsn := f["dsn"]; dsn != "" {
+		if strings.HasPrefix(dsn, "postgres://") || strings.HasPrefix(dsn, "postgresql://") {
+			u, err := url.Parse(dsn)
+			if err != nil {
+				// url's error would echo the DSN, password included.
+				return "", &connectors.FieldError{Field: "source.dsn", Msg: "is not a valid URL"}
+			}
+			q := u.Query()
+			if q.Get("sslmode") == "" {
+				q.Set("sslmode", "verify-full")
+				u.RawQuery = q.Encode()
+			}
+			return u.String(), nil
+		}
+		// In keyword/value form a later keyword wins, so the DSN's own
+		// sslmode, if any, overrides this default.
+		return "sslmode=verify-full " + dsn, nil
+	}
+	kv := []string{"host", f["host"], "port", or(f["port"], "5432"), "sslmode", or(f["sslmode"], "verify-full")}
+	for _, k := range []string{"user", "password", "sslrootcert"} {
+		if f[k] != "" {
+			kv = append(kv, k, f[k])
+		}
+	}
+	if f["database"] != "" {
+		kv = append(kv, "dbname", f["database"])
+	}
+	var b strings.Builder
+	for i := 0; i < len(kv); i += 2 {
+		v := strings.ReplaceAll(strings.ReplaceAll(kv[i+1], `\`, `\\`), `'`, `\'`)
+		fmt.Fprintf(&b, "%s='%s' ", kv[i], v)
+	}
+	return strings.TrimSpace(b.String()), nil
+}
+
+func or(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}
+
+// Source reads the tables of one PostgreSQL database.
+type Source struct {
+	pool *pgxpool.Pool
+}
+
+// Open connects with fields (see Kind) and checks the connection, so bad
+// credentials fail here, permanently.
+func Open(ctx context.Context, fields map[string]string) (*Source, error) {
+	if err := check(fields); err != nil {
+		return nil, connectors.Permanent(err)
+	}
+	cs, err := connString(fields)
+	if err != nil {
+		return nil, connectors.Permanent(err)
+	}
+	cfg, err := pgxpool.ParseConfig(cs)
+	if err != nil {
+		// pgx's parse error quotes the connection string; keep only its kind.
+		return nil, connectors.Permanent(fmt.Errorf("postgres source: invalid connection settings: %s", redactParseError(err)))
+	}
+	cfg.MaxConns = 4
+	cfg.MaxConnIdleTime = 5 * time.Minute
+	cc := cfg.ConnConfig
+	cc.RuntimeParams["application_name"] = "tributary"
+	// Text-format fallback columns (interval, timetz, …) then render the
+	// same whatever the role's default time zone.
+	cc.RuntimeParams["timezone"] = "UTC"
+	// A cancelled context sends a cancel request, so the server stops the
+	// query instead of computing it for a client that has gone; the
+	// deadline is the fallback when the server does not answer.
+	cc.BuildContextWatcherHandler = func(pc *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.CancelRequestContextWatcherHandler{Conn: pc, DeadlineDelay: 5 * time.Second}
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, classify(ctx, "connect", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, classify(ctx, "connect", err)
+	}
+	return &Source{pool: pool}, nil
+}
+
+// redactParseError keeps the reason of pgx's parse error and drops the
+// connection string it quotes, whose password masking is best effort.
+func redactParseError(err error) string {
+	s := err.Error()
+	if i := strings.LastIndex(s, "`: "); i >= 0 {
+		return s[i+3:]
+	}
+	return "cannot parse"
+}
+
+// Close closes every connection.
+func (s *Source) Close() error {
+	s.pool.Close()
+	return nil
+}
