@@ -8,6 +8,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -126,7 +127,7 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		given, _ = m.text(m.iid, i)
 	}
 	if given != "" {
-		if validInsertID(given) {
+		if record.ValidInsertID(given) {
 			dst = append(dst, given...)
 		} else {
 			id := uuidText(xxh3.HashString128(given))

@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/zeebo/xxh3"
 )
 
@@ -27,24 +28,10 @@ func uuidText(h xxh3.Uint128) [36]byte {
 	return out
 }
 
-// validInsertID matches the import API's rule: 1–36 bytes of [A-Za-z0-9-].
-func validInsertID(s string) bool {
-	if len(s) == 0 || len(s) > 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // NormalizeInsertID keeps a valid id and maps any other (a 40-hex SHA1, a
 // UUID with braces, non-ASCII) deterministically to 36 valid bytes.
 func NormalizeInsertID(s string) string {
-	if validInsertID(s) {
+	if record.ValidInsertID(s) {
 		return s
 	}
 	id := uuidText(xxh3.HashString128(s))

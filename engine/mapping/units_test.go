@@ -1,6 +1,7 @@
 package mapping
 
 import (
+	"github.com/tributary-dev/tributary/ingest/record"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -77,8 +78,12 @@ func TestTimeFromStrings(t *testing.T) {
 func TestNormalizeInsertID(t *testing.T) {
 	sha1 := "2fd4e1c67a2d28fced849ee1bb76e7391b93eb12"
 	got := NormalizeInsertID(sha1)
-	if len(got) != 36 || !validInsertID(got) || got != NormalizeInsertID(sha1) {
+	if len(got) != 36 || !record.ValidInsertID(got) || got != NormalizeInsertID(sha1) {
 		t.Fatalf("NormalizeInsertID(sha1) = %q", got)
+	}
+	// A placeholder the import API refuses is normalised, not kept.
+	if got := NormalizeInsertID("undefined"); got == "undefined" || !record.ValidInsertID(got) {
+		t.Fatalf("placeholder kept: %q", got)
 	}
 	if NormalizeInsertID("abc-123") != "abc-123" {
 		t.Fatal("a valid id was changed")

@@ -64,7 +64,10 @@ var idByte = func() (t [256]bool) {
 	return t
 }()
 
-func validInsertID(s string) bool {
+// ValidInsertID reports whether s passes the import API's $insert_id rule:
+// 1–36 bytes of [A-Za-z0-9-] and not a placeholder. Warehouse and migration
+// paths normalise anything else (engine/mapping.NormalizeInsertID).
+func ValidInsertID(s string) bool {
 	if len(s) == 0 || len(s) > maxInsertID {
 		return false
 	}
@@ -175,7 +178,7 @@ func (d *Decoder) insertIDValue(v *fastjson.Value) (string, bool) {
 		return "", true
 	}
 	if v.Type() == fastjson.TypeString {
-		if s := b2s(v.GetStringBytes()); validInsertID(s) {
+		if s := b2s(v.GetStringBytes()); ValidInsertID(s) {
 			return d.keep(s), true
 		}
 	}

@@ -90,7 +90,7 @@ func checkOutcome(t *testing.T, opt Options, recs [][]byte, b *store.Batch, fail
 		if e.Name == "" || e.TimeMs < minTimeMs || e.TimeMs > nowMs+maxAheadMs || e.IngestMs != nowMs {
 			t.Fatalf("bad event %+v", e)
 		}
-		if e.InsertID != "" && (!validInsertID(e.InsertID) || e.Key != store.DedupKey(opt.Project, e.Name, e.DistinctID, e.TimeMs, e.InsertID)) {
+		if e.InsertID != "" && (!ValidInsertID(e.InsertID) || e.Key != store.DedupKey(opt.Project, e.Name, e.DistinctID, e.TimeMs, e.InsertID)) {
 			t.Fatalf("bad insert id / key %+v", e)
 		}
 		if opt.Strict {

@@ -100,7 +100,7 @@ func TestPlaceholderIDs(t *testing.T) {
 			if f := mustFail(t, strictOpts(), rec); f.Field != "properties.distinct_id" {
 				t.Errorf("distinct_id %q: field %q", v, f.Field)
 			}
-			if len(v) <= 36 && validInsertID(v) {
+			if len(v) <= 36 && ValidInsertID(v) {
 				t.Errorf("$insert_id %q accepted", v)
 			}
 		}
