@@ -5,7 +5,6 @@ package preview
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -121,8 +120,7 @@ func Run(ctx context.Context, opt Options) (*Report, error) {
 		return nil
 	})
 	if err != nil {
-		var pe *connectors.PermanentError
-		if errors.As(err, &pe) {
+		if connectors.IsPermanent(err) {
 			rep.ConfigErr = &importspec.Error{File: im.File(), Key: "table_params", Msg: err.Error()}
 			return rep, nil
 		}
