@@ -28,6 +28,8 @@ import (
 
 const (
 	headerSize = 16
+	// HeaderSize is the room AppendFramed needs in front of a payload.
+	HeaderSize = headerSize
 	// MaxEntry bounds one entry; larger payloads are a caller bug.
 	MaxEntry = 1 << 30
 	// defaultSegmentSize is when the writer moves to a new file, so that
@@ -100,7 +102,7 @@ func Open(dir string) (*Log, error) {
 			return nil, err
 		}
 	} else {
-		f, err := os.OpenFile(l.segs[len(l.segs)-1].path, os.O_WRONLY|os.O_APPEND, 0o644)
+		f, err := os.OpenFile(l.segs[len(l.segs)-1].path, os.O_WRONLY|os.O_APPEND|oDSync, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("wal: %w", err)
 		}
@@ -171,9 +173,29 @@ func (l *Log) LastLSN() uint64 {
 	return l.lastLSN
 }
 
-// Append writes one entry and fsyncs it; on return it survives a crash.
-// Callers group many records into one entry to share the fsync.
+// Append writes one entry and makes it durable; on return it survives a
+// crash. Callers group many records into one entry to share the flush.
+// It copies payload once; AppendFramed avoids that.
 func (l *Log) Append(payload []byte) (uint64, error) {
+	frame := make([]byte, headerSize+len(payload))
+	copy(frame[headerSize:], payload)
+	return l.AppendFramed(frame)
+}
+
+// AppendFramed is Append for a payload at frame[HeaderSize:]; it writes the
+// header into frame[:HeaderSize], so the entry goes out in one write.
+//
+// One system call per entry matters beyond its own cost: a goroutine
+// returning from a blocking call waits for a free P, and at saturation
+// every P is busy decoding requests, so each call on the commit path could
+// add tens of milliseconds (measured: write+fsync 50-80 ms under load, 3 ms
+// idle). Segments are opened with O_DSYNC where available, so the write
+// itself is the flush; elsewhere an fsync follows.
+func (l *Log) AppendFramed(frame []byte) (uint64, error) {
+	if len(frame) < headerSize {
+		return 0, fmt.Errorf("wal: frame of %d bytes has no room for the header", len(frame))
+	}
+	payload := frame[headerSize:]
 	if len(payload) > MaxEntry {
 		return 0, fmt.Errorf("wal: entry of %d bytes exceeds %d", len(payload), MaxEntry)
 	}
@@ -188,28 +210,30 @@ func (l *Log) Append(payload []byte) (uint64, error) {
 		}
 	}
 	lsn := l.lastLSN + 1
-	buf := make([]byte, headerSize, headerSize+len(payload))
-	binary.LittleEndian.PutUint32(buf[0:4], uint32(len(payload)))
-	binary.LittleEndian.PutUint64(buf[8:16], lsn)
-	buf = append(buf, payload...)
-	binary.LittleEndian.PutUint32(buf[4:8], crc32.Update(crc32.Checksum(buf[8:16], crcTable), crcTable, payload))
-	if _, err := l.f.Write(buf); err != nil {
+	binary.LittleEndian.PutUint32(frame[0:4], uint32(len(payload)))
+	binary.LittleEndian.PutUint64(frame[8:16], lsn)
+	binary.LittleEndian.PutUint32(frame[4:8], crc32.Update(crc32.Checksum(frame[8:16], crcTable), crcTable, payload))
+	if _, err := l.f.Write(frame); err != nil {
 		// The file may now hold a partial entry; cut it so the next append
 		// starts clean. If even that fails, appending after the garbage would
 		// hide later entries behind a "torn tail": refuse further writes.
+		// (With O_DSYNC every earlier entry was flushed by its own write,
+		// so a failed write cannot hide the loss of an acknowledged one.)
 		if terr := l.f.Truncate(l.size); terr != nil {
 			_ = l.f.Close()
 			l.f = nil
 		}
 		return 0, fmt.Errorf("wal: write: %w", err)
 	}
-	if err := l.f.Sync(); err != nil {
-		// After a failed fsync the page cache state is unknown: refuse further writes.
-		_ = l.f.Close()
-		l.f = nil
-		return 0, fmt.Errorf("wal: fsync: %w", err)
+	if oDSync == 0 {
+		if err := l.f.Sync(); err != nil {
+			// After a failed fsync the page cache state is unknown: refuse further writes.
+			_ = l.f.Close()
+			l.f = nil
+			return 0, fmt.Errorf("wal: fsync: %w", err)
+		}
 	}
-	l.size += int64(len(buf))
+	l.size += int64(len(frame))
 	l.lastLSN = lsn
 	return lsn, nil
 }
@@ -218,7 +242,7 @@ func (l *Log) Append(payload []byte) (uint64, error) {
 func (l *Log) rotate() error {
 	first := l.lastLSN + 1
 	path := filepath.Join(l.dir, segName(first))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|oDSync, 0o644)
 	if err != nil {
 		return fmt.Errorf("wal: new segment: %w", err)
 	}

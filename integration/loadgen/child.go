@@ -28,8 +28,9 @@ type child struct {
 }
 
 // startChild writes a one-project config without a practical rate limit
-// (the measurement is of the server, not of its throttle) and starts bin.
-func startChild(bin, memoryLimit string) (*child, error) {
+// (the measurement is of the server, not of its throttle) and starts bin,
+// with its profiler on pprofAddr unless that is empty.
+func startChild(bin, memoryLimit, pprofAddr string) (*child, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("server binary: %w (build it with `make build`, or pass -bin)", err)
 	}
@@ -55,7 +56,11 @@ projects:
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o600); err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(bin, "serve", "--config", cfgPath, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data"))
+	args := []string{"serve", "--config", cfgPath, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}
+	if pprofAddr != "" {
+		args = append(args, "--pprof", pprofAddr)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()

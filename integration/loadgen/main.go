@@ -2,6 +2,7 @@
 //
 //	go run ./integration/loadgen -bin bin/tributary [-preload 10000000] [-duration 30s] [-conns 16]
 //	go run ./integration/loadgen -addr 127.0.0.1:8080 -user SA -secret S -project 1
+//	go run ./integration/loadgen -bin bin/tributary -cpuprofile cpu.pprof   # server profile of the measured phase
 //
 // It starts its own server on a temporary data directory (or targets a
 // running one with -addr), preloads events through /import so the store is
@@ -20,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"sort"
 	"strconv"
 	"sync"
@@ -36,6 +38,7 @@ type options struct {
 	conns, batch            int
 	maxPayloadMB            int
 	memoryLimit             string
+	cpuProfile              string
 }
 
 func main() {
@@ -51,6 +54,7 @@ func main() {
 	flag.IntVar(&o.batch, "batch", 2000, "events per request")
 	flag.IntVar(&o.maxPayloadMB, "max-payload-mb", 2048, "cap on pre-generated compressed payload memory")
 	flag.StringVar(&o.memoryLimit, "memory-limit", "", "memory_limit of the started server (empty: its default)")
+	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the started server's measured phase to this file")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -61,9 +65,15 @@ func main() {
 func run(o options) error {
 	tgt := target{project: o.project, user: o.user, secret: o.secret}
 	var srv *child
+	pprofAddr := ""
 	if o.addr == "" {
 		var err error
-		if srv, err = startChild(o.bin, o.memoryLimit); err != nil {
+		if o.cpuProfile != "" {
+			if pprofAddr, err = freeLoopback(); err != nil {
+				return err
+			}
+		}
+		if srv, err = startChild(o.bin, o.memoryLimit, pprofAddr); err != nil {
 			return err
 		}
 		defer srv.stop()
@@ -98,7 +108,34 @@ func run(o options) error {
 		time.Since(genStart).Round(time.Millisecond), float64(wireBytes)/1e6, float64(rawBytes)/1e6,
 		float64(rawBytes)/float64(len(payloads)*o.batch))
 
+	var profDone <-chan error
+	if pprofAddr != "" {
+		profDone = captureProfile(pprofAddr, o.cpuProfile, max(int(o.duration.Seconds())-1, 1))
+	}
+	var cpu0 float64
+	if srv != nil {
+		cpu0, _ = cpuSeconds(srv.cmd.Process.Pid)
+	}
+	self0, _ := cpuSeconds(os.Getpid())
 	m := measure(client, tgt, payloads, o)
+	if srv != nil {
+		if cpu1, err := cpuSeconds(srv.cmd.Process.Pid); err == nil {
+			m.serverCPU = cpu1 - cpu0
+		}
+	}
+	if self1, err := cpuSeconds(os.Getpid()); err == nil {
+		m.driverCPU = self1 - self0
+	}
+	// Acknowledged is durable in the log; how long until it is all in the
+	// tables shows whether the server's background loader kept up.
+	catchUp, catchErr := waitLoaded(client, tgt)
+	if profDone != nil {
+		if err := <-profDone; err != nil {
+			fmt.Fprintln(os.Stderr, "loadgen:", err)
+		} else {
+			fmt.Printf("server CPU profile of the measured phase: %s\n", o.cpuProfile)
+		}
+	}
 	decodeRate := decodeOnly(raw, o.batch)
 
 	ours := float64(m.events) / m.elapsed.Seconds()
@@ -109,6 +146,16 @@ func run(o options) error {
 	fmt.Fprintf(w, "accepted + durable (200)\t%.0f events/s (%d events)\n", ours, m.events)
 	fmt.Fprintf(w, "requests\t%.1f req/s (%d ok, %d failed)\n", float64(m.requests)/m.elapsed.Seconds(), m.ok, m.requests-m.ok)
 	fmt.Fprintf(w, "latency\tp50 %s  p99 %s  max %s\n", m.p(0.50), m.p(0.99), m.p(1))
+	fmt.Fprintf(w, "thousand events acked per second\t%s\n", m.perSec)
+	if m.serverCPU > 0 {
+		fmt.Fprintf(w, "server CPU\t%.2f cores of %d (%.1f µs per event); load driver %.2f cores\n", m.serverCPU/m.elapsed.Seconds(),
+			runtime.NumCPU(), 1e6*m.serverCPU/float64(max(m.events, 1)), m.driverCPU/m.elapsed.Seconds())
+	}
+	if catchErr != nil {
+		fmt.Fprintf(w, "loader backlog at the end\tunknown: %v\n", catchErr)
+	} else {
+		fmt.Fprintf(w, "loader backlog at the end\t%s until an export saw every acknowledged event\n", catchUp.Round(time.Millisecond))
+	}
 	fmt.Fprintf(w, "errors by status\t%s\n", m.errorText())
 	if m.exhausted {
 		fmt.Fprintf(w, "note\tran out of pre-generated payloads before -duration; rate is over the time used\n")
@@ -221,6 +268,9 @@ type result struct {
 	lat                  []time.Duration
 	errs                 map[string]int
 	exhausted            bool
+	perSec               *timeline
+	serverCPU            float64 // seconds the server process used during the phase
+	driverCPU            float64 // seconds this process used during the phase
 }
 
 func (r *result) p(q float64) time.Duration {
@@ -256,6 +306,7 @@ func measure(c *http.Client, t target, payloads [][]byte, o options) *result {
 	res := &result{errs: map[string]int{}}
 	start := time.Now()
 	end := start.Add(o.duration)
+	res.perSec = newTimeline(start, o.duration)
 	var wg sync.WaitGroup
 	for i := 0; i < o.conns; i++ {
 		wg.Add(1)
@@ -282,6 +333,7 @@ func measure(c *http.Client, t target, payloads [][]byte, o options) *result {
 				case status == http.StatusOK:
 					ok++
 					events += imported
+					res.perSec.add(imported)
 				default:
 					errs[strconv.Itoa(status)]++
 				}

@@ -118,3 +118,47 @@ func BenchmarkKeySetHas(b *testing.B) {
 		}
 	})
 }
+
+// TestKeySetRemove removes keys in random order from crowded shards (long
+// probe clusters, wrap-around) and checks every remaining key is found.
+func TestKeySetRemove(t *testing.T) {
+	for _, hint := range []int{0, 60_000} {
+		ks := newKeySet(hint)
+		keys := randomKeys(40_000, 3)
+		for _, k := range keys {
+			ks.add(k)
+		}
+		r := rand.New(rand.NewPCG(4, 4))
+		r.Shuffle(len(keys), func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+		gone, kept := keys[:25_000], keys[25_000:]
+		for _, k := range gone {
+			ks.remove(k)
+		}
+		ks.remove(randomKeys(1, 99)[0]) // absent: no effect
+		for i, k := range kept {
+			if !ks.has(k) {
+				t.Fatalf("hint %d: kept key %d lost", hint, i)
+			}
+		}
+		for i, k := range gone {
+			if ks.has(k) {
+				t.Fatalf("hint %d: removed key %d still present", hint, i)
+			}
+		}
+		if ks.len() != len(kept) {
+			t.Fatalf("hint %d: len %d, want %d", hint, ks.len(), len(kept))
+		}
+		for _, k := range gone { // slots freed by removal are reusable
+			if !ks.add(k) {
+				t.Fatalf("hint %d: re-add failed", hint)
+			}
+		}
+	}
+	var zero store.Key
+	ks := newKeySet(0)
+	ks.add(zero)
+	ks.remove(zero)
+	if ks.has(zero) || ks.len() != 0 {
+		t.Fatal("zero key not removed")
+	}
+}

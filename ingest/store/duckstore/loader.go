@@ -13,20 +13,31 @@ import (
 )
 
 // The loader folds durable log entries into the DuckDB tables in the
-// background. Write acknowledges after the log fsync; a DuckDB checkpoint
-// (which blocks commits for up to a second at this volume) then only delays
-// the loader, never a client. Each loader transaction records the last LSN
+// background, events as Arrow batches (arrowload.go), the rare merges with
+// an Appender. Write acknowledges after the log flush; a DuckDB checkpoint
+// (each large loader commit runs one) then only delays the loader, never a
+// client. Each loader transaction records the last LSN
 // it applied in log_state, so a crash between COMMIT and log truncation
 // replays nothing twice: exactly-once by construction, even for events
 // without $insert_id.
 
 const (
 	// loadTxnRows bounds one loader transaction, so that scans waiting for
-	// the loader (read-your-writes) see progress at least this often.
-	loadTxnRows = 500_000
+	// the loader (read-your-writes) see progress at least this often. Two
+	// row groups: one commit costs about half a second under load; a
+	// single row group per commit was measured to keep up less well.
+	loadTxnRows = 2 * arrowChunkRows
 	// maxUnapplied is how many log bytes may wait for the loader before
-	// Write pushes back: a bound on replay time and on scan lag.
-	maxUnapplied = 256 << 20
+	// Write pushes back: a bound on replay time (~2 s per 256MB) and on
+	// scan lag, not on memory, since the log is on disk and the loader
+	// streams it. At saturation the loader keeps up on average but runs
+	// up to ~250MB behind around its commits; a 256MB bound turned those
+	// moments into stalls of every writer (p99 0.4-1.4 s), 512MB absorbs them.
+	maxUnapplied = 512 << 20
+	// Between paceFrom and maxUnapplied unapplied bytes, each Write is
+	// delayed by up to maxPace, in proportion (see Store.pace).
+	paceFrom = 128 << 20
+	maxPace  = 100 * time.Millisecond
 )
 
 var errTxnFull = errors.New("transaction full")
@@ -140,36 +151,46 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
 	}()
-	ev, err := duckdb.NewAppenderFromConn(c, "", "events")
+	ar, err := duckdb.NewArrowFromConn(c)
 	if err != nil {
-		return 0, 0, fmt.Errorf("events appender: %w", err)
+		return 0, 0, fmt.Errorf("arrow interface: %w", err)
 	}
-	mg, err := duckdb.NewAppenderFromConn(c, "", "merges")
-	if err != nil {
-		_ = ev.Close()
-		return 0, 0, fmt.Errorf("merges appender: %w", err)
+	if s.chunk == nil {
+		s.chunk = newEventChunk()
 	}
-	closeAppenders := func(failed bool) error {
-		if failed {
-			_, _ = ev.Clear(), mg.Clear()
+	ch := s.chunk
+	// Merges are rare: their appender is made on the first one.
+	var mg *duckdb.Appender
+	defer func() {
+		ch.discard()
+		if mg == nil {
+			return
 		}
-		return errors.Join(ev.Close(), mg.Close())
-	}
-	args := s.loadArgs[:0]
+		if err != nil {
+			_ = mg.Clear()
+		}
+		if cerr := mg.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("append merges: %w", cerr)
+		}
+	}()
 	rows := 0
 	err = s.wal.Replay(from, func(lsn uint64, payload []byte) error {
 		if rows >= loadTxnRows {
 			return errTxnFull
 		}
 		n, err := decodeEntry(payload, func(e *logEvent) error {
-			var insertID, hi, lo driver.Value
-			if len(e.insertID) > 0 {
-				insertID, hi, lo = string(e.insertID), e.hi, e.lo
+			ch.add(e)
+			if ch.full() {
+				return ch.insert(ctx, c, ar)
 			}
-			args = append(args[:0], e.project, string(e.name), string(e.distinctID), e.timeMs, insertID,
-				string(e.props), e.ingestMs, e.seq, hi, lo)
-			return ev.AppendRow(args...)
+			return nil
 		}, func(m *logMerge) error {
+			if mg == nil {
+				var err error
+				if mg, err = duckdb.NewAppenderFromConn(c, "", "merges"); err != nil {
+					return fmt.Errorf("merges appender: %w", err)
+				}
+			}
 			return mg.AppendRow(m.project, string(m.id1), string(m.id2), m.timeMs, m.ingestMs, string(m.props), m.seq)
 		})
 		if err != nil {
@@ -179,12 +200,19 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		last, size = lsn, size+int64(len(payload))
 		return nil
 	})
-	s.loadArgs = args
 	if err != nil && !errors.Is(err, errTxnFull) {
-		return 0, 0, errors.Join(err, closeAppenders(true))
+		return 0, 0, err
 	}
-	if err := closeAppenders(false); err != nil {
-		return 0, 0, fmt.Errorf("append: %w", err)
+	err = nil
+	if err := ch.insert(ctx, c, ar); err != nil {
+		return 0, 0, err
+	}
+	if mg != nil {
+		// Close flushes; it must happen before COMMIT, not in the defer.
+		err, mg = mg.Close(), nil
+		if err != nil {
+			return 0, 0, fmt.Errorf("append merges: %w", err)
+		}
 	}
 	if last == 0 {
 		// applyPending only calls us when the log is ahead of the tables.

@@ -6,17 +6,19 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/wal"
 )
 
 // writeScratch is reused by every Write (under the writer lock) so the
 // steady state allocates nothing per event for bookkeeping.
 type writeScratch struct {
-	rows    []row
-	pending map[store.Key]struct{} // keys new in this write, not yet committed
-	merges  []mergeRow
-	entry   []byte // the encoded log entry
+	rows   []row
+	added  []store.Key // keys this write put into the set; removed if it fails
+	merges []mergeRow
+	entry  []byte // the encoded log entry, behind room for the log header
 }
 
 type row struct {
@@ -51,9 +53,21 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	}
 	defer func() { <-s.wsem }()
 
-	res, newKeys := s.plan(batches)
+	res := s.plan(batches)
+	// plan put this write's new keys into the set; until the entry is
+	// durable they must come out again on any failure. No other write can
+	// see them meanwhile: writes hold the writer lock throughout.
+	durable := false
+	defer func() {
+		if !durable {
+			for _, k := range s.scratch.added {
+				s.keys.remove(k)
+			}
+		}
+	}()
 	if len(s.scratch.rows) == 0 && res.Merges == 0 {
-		// Only duplicates (or nothing): the originals are already durable.
+		// Only duplicates (or nothing): the originals are already durable,
+		// and plan added no key.
 		return res, nil
 	}
 	merges := s.scratch.merges[:0]
@@ -63,7 +77,13 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 		}
 	}
 	s.scratch.merges = merges
-	s.scratch.entry = s.encodeEntry(s.scratch.entry[:0], merges, s.nextSeq)
+	// The entry is encoded behind room for the log's header, so the log
+	// writes it as it is, in one system call (see wal.AppendFramed).
+	var header [wal.HeaderSize]byte
+	s.scratch.entry = s.encodeEntry(append(s.scratch.entry[:0], header[:]...), merges, s.nextSeq)
+	if err := s.pace(ctx); err != nil {
+		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
+	}
 	// Back-pressure: never let the loader fall more than maxUnapplied behind.
 	if err := s.waitFor(ctx, func() bool { return s.unapplied < maxUnapplied }); err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
@@ -72,13 +92,10 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
 	// Past this point ctx no longer matters: the entry is durable or not.
-	if _, err := s.wal.Append(s.scratch.entry); err != nil {
+	if _, err := s.wal.AppendFramed(s.scratch.entry); err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
-	// Only now, with the entry durable, may later writes see these keys.
-	for k := range newKeys {
-		s.keys.add(k)
-	}
+	durable = true
 	s.nextSeq += int64(len(s.scratch.rows) + len(merges))
 	s.applyMu.Lock()
 	s.unapplied += int64(len(s.scratch.entry))
@@ -93,20 +110,44 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	return res, nil
 }
 
+// pace delays a write in proportion to how far the loader is behind,
+// beyond paceFrom. Writes and the loader share the CPU; a loader that
+// falls behind gets more of it only when writes slow down. Slowing every
+// write a little as the lag grows finds that balance smoothly, where the
+// hard limit alone let the lag build up and then stopped all writes at
+// once until a loader commit (up to a second) freed room.
+func (s *Store) pace(ctx context.Context) error {
+	s.applyMu.Lock()
+	over := s.unapplied - paceFrom
+	s.applyMu.Unlock()
+	if over <= 0 {
+		return nil
+	}
+	d := time.Duration(float64(maxPace) * min(float64(over)/float64(maxUnapplied-paceFrom), 1))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 type mergeRow struct {
 	project int64
 	m       *store.Merge
 }
 
 // plan filters duplicates (against committed keys and earlier rows of this
-// write) into s.scratch.rows and counts per batch. It changes no committed state.
-func (s *Store) plan(batches []store.Batch) (store.WriteResult, map[store.Key]struct{}) {
+// write) into s.scratch.rows and counts per batch. Each new key goes into
+// the set at once (and into s.scratch.added, so Write can take it out if
+// the write fails): one probe of the big set per event instead of a lookup
+// now and an insert after the log write, each a likely cache miss at
+// millions of keys, and the set itself catches repeats within the write.
+func (s *Store) plan(batches []store.Batch) store.WriteResult {
 	sc := &s.scratch
-	sc.rows = sc.rows[:0]
-	if sc.pending == nil {
-		sc.pending = make(map[store.Key]struct{})
-	}
-	clear(sc.pending)
+	sc.rows, sc.added = sc.rows[:0], sc.added[:0]
 	res := store.WriteResult{Batches: make([]store.WriteResult, len(batches))}
 	for bi := range batches {
 		b := &batches[bi]
@@ -121,12 +162,11 @@ func (s *Store) plan(batches []store.Batch) (store.WriteResult, map[store.Key]st
 					// event a duplicate of the first one.
 					r.key = store.DedupKey(b.Project, e.Name, e.DistinctID, e.TimeMs, e.InsertID)
 				}
-				// pending is small and hot; ask it before the big set.
-				if _, seen := sc.pending[r.key]; seen || s.keys.has(r.key) {
+				if !s.keys.add(r.key) {
 					br.Duplicates++
 					continue
 				}
-				sc.pending[r.key] = struct{}{}
+				sc.added = append(sc.added, r.key)
 			}
 			sc.rows = append(sc.rows, r)
 			br.Inserted++
@@ -136,7 +176,7 @@ func (s *Store) plan(batches []store.Batch) (store.WriteResult, map[store.Key]st
 		res.Duplicates += br.Duplicates
 		res.Merges += br.Merges
 	}
-	return res, sc.pending
+	return res
 }
 
 // resetWriter discards the writer connection (returning driver.ErrBadConn
