@@ -51,20 +51,25 @@ type Event struct {
 // Dedupable reports whether the event takes part in deduplication.
 func (e *Event) Dedupable() bool { return e.InsertID != "" }
 
-// Merge is a validated $merge record (Original ID Merge). Until identity
-// handling lands it is only stored.
+// Merge is a validated $merge record. It is stored as received and, in an
+// Original ID Merge project, joins the two clusters; in a Simplified one it
+// has no effect.
 type Merge struct {
 	DistinctIDs [2]string
 	TimeMs      int64
 	IngestMs    int64
 	Props       []byte // the record's properties object as received (normalised)
+	Ref         int    // the caller's index of the record, for Rejection
 }
 
-// Batch is what one request contributes to a write.
+// Batch is what one request contributes to a write. The store applies its
+// parts in this order: merges, identity changes, events, profile updates.
 type Batch struct {
-	Project int64
-	Events  []Event
-	Merges  []Merge
+	Project  int64
+	Events   []Event
+	Merges   []Merge
+	Changes  []Change        // identity changes that events carry
+	Profiles []ProfileUpdate // /engage and /groups updates, in request order
 }
 
 // WriteResult counts what a write did. Duplicates were acknowledged but not
@@ -74,6 +79,12 @@ type WriteResult struct {
 	Inserted   int
 	Duplicates int
 	Merges     int
+	Changes    int // identity changes that changed a cluster
+	Profiles   int // profile updates applied
+	// Rejected lists records refused for what the store already holds
+	// (a full identity cluster, a profile at its property limit), by Ref.
+	// Nothing of a rejected record is stored.
+	Rejected []Rejection
 	// Batches has one entry per batch given to Write, in the same order;
 	// the fields above are their sums and the entries' own Batches are nil.
 	// A group committer merges many requests into one Write, and each
@@ -84,6 +95,9 @@ type WriteResult struct {
 // Scan selects events of one project by time range and, optionally, by name.
 type Scan struct {
 	Project int64
+	// Resolve reports each event's distinct_id as the canonical id of its
+	// identity cluster now, so merges apply to events stored before them.
+	Resolve bool
 	FromMs  int64    // inclusive
 	ToMs    int64    // exclusive
 	Events  []string // empty: every event name
@@ -106,6 +120,9 @@ type Store interface {
 	// The *Event and its byte slices are only valid during fn. Memory use
 	// does not grow with the size of the range.
 	ScanEvents(ctx context.Context, q Scan, fn func(*Event) error) error
+	Identities
+	Profiles
+	Lookups
 	// Ping reports whether the store can serve reads and writes.
 	Ping(ctx context.Context) error
 	Close() error

@@ -85,6 +85,23 @@ var schema = []string{
 		time_ms BIGINT NOT NULL, ingest_ms BIGINT NOT NULL, props VARCHAR NOT NULL, seq BIGINT NOT NULL)`,
 	// How far the write log has been applied; advanced by each loader transaction.
 	`CREATE TABLE IF NOT EXISTS log_state (applied_lsn BIGINT NOT NULL)`,
+	// The tables below came after version 1 files existed; IF NOT EXISTS
+	// adds them to those files, which read the same otherwise.
+	`CREATE TABLE IF NOT EXISTS projects (project BIGINT NOT NULL, id_mode VARCHAR NOT NULL)`,
+	// Only changes that changed a cluster, in seq order: replaying them
+	// rebuilds each project's identity graph exactly (identity.Replay).
+	`CREATE TABLE IF NOT EXISTS identity_changes (
+		project BIGINT NOT NULL, seq BIGINT NOT NULL, kind UTINYINT NOT NULL, a VARCHAR NOT NULL, b VARCHAR NOT NULL)`,
+	// One row per existing profile. No primary key: DuckDB refuses a
+	// delete and re-insert of one key in a transaction, which is how the
+	// loader replaces a profile; a plain index serves the point reads.
+	`CREATE TABLE IF NOT EXISTS profiles (
+		project BIGINT NOT NULL, kind UTINYINT NOT NULL, group_key VARCHAR NOT NULL, id VARCHAR NOT NULL,
+		props VARCHAR NOT NULL, updated_ms BIGINT NOT NULL)`,
+	`CREATE INDEX IF NOT EXISTS profiles_id ON profiles (id)`,
+	`CREATE TABLE IF NOT EXISTS lookup_tables (
+		project BIGINT NOT NULL, id VARCHAR NOT NULL, columns VARCHAR NOT NULL, rows BIGINT NOT NULL, updated_ms BIGINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS lookup_rows (project BIGINT NOT NULL, table_id VARCHAR NOT NULL, key VARCHAR NOT NULL, row VARCHAR NOT NULL)`,
 }
 
 // Store is a store.Store backed by one DuckDB file.
@@ -108,6 +125,11 @@ type Store struct {
 	scratch writeScratch
 
 	wal *wal.Log // every acknowledged write, until the loader applied it
+
+	graphs  graphs          // identity state per project (identity.go)
+	pending pendingProfiles // profile states logged, not yet in the table
+	// broken stops writes after one left state ahead of the log (Write).
+	broken error
 
 	// The loader goroutine alone uses writer, writerBroken and loadArgs
 	// (and Open, before the loader starts).
@@ -176,6 +198,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		loaderDone: make(chan struct{}),
 	}
 	s.applyCond = sync.NewCond(&s.applyMu)
+	s.pending.m = map[profileKey]pendingProfile{}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -219,12 +242,16 @@ func (s *Store) init(ctx context.Context) error {
 		return err
 	}
 	err = s.db.QueryRowContext(ctx,
-		`SELECT greatest((SELECT coalesce(max(seq), 0) FROM events), (SELECT coalesce(max(seq), 0) FROM merges))`,
+		`SELECT greatest((SELECT coalesce(max(seq), 0) FROM events), (SELECT coalesce(max(seq), 0) FROM merges),
+			(SELECT coalesce(max(seq), 0) FROM identity_changes))`,
 	).Scan(&s.nextSeq)
 	if err != nil {
 		return fmt.Errorf("read sequence: %w", err)
 	}
 	s.nextSeq++
+	if err := s.loadIdentity(ctx); err != nil {
+		return err
+	}
 	return s.loadKeys(ctx)
 }
 

@@ -1,6 +1,7 @@
 package duckstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql/driver"
 	"errors"
@@ -9,6 +10,7 @@ import (
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
+	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -118,7 +120,36 @@ func (s *Store) applyTxn(ctx context.Context) error {
 		return err
 	}
 	s.advance(last, bytes)
+	s.pending.release(last)
 	return nil
+}
+
+// writeProfiles upserts the final profile states of a loader transaction.
+func writeProfiles(ctx context.Context, c *duckdb.Conn, profs map[profileKey]profileState) error {
+	for k, st := range profs {
+		if err := execArgs(ctx, c, `DELETE FROM profiles WHERE project = ? AND kind = ? AND group_key = ? AND id = ?`,
+			k.project, int64(k.kind), k.groupKey, k.id); err != nil {
+			return fmt.Errorf("write profiles: %w", err)
+		}
+		if st.deleted {
+			continue
+		}
+		if err := execArgs(ctx, c, `INSERT INTO profiles VALUES (?, ?, ?, ?, ?, ?)`,
+			k.project, int64(k.kind), k.groupKey, k.id, string(st.props), st.updatedMs); err != nil {
+			return fmt.Errorf("write profiles: %w", err)
+		}
+	}
+	return nil
+}
+
+// execArgs runs one statement on the loader's driver connection.
+func execArgs(ctx context.Context, c *duckdb.Conn, query string, args ...any) error {
+	nv := make([]driver.NamedValue, len(args))
+	for i, a := range args {
+		nv[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
+	}
+	_, err := c.ExecContext(ctx, query, nv)
+	return err
 }
 
 // advance records loader progress and wakes writers and scans waiting on it.
@@ -174,24 +205,38 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		}
 	}()
 	rows := 0
+	profs := map[profileKey]profileState{}
 	err = s.wal.Replay(from, func(lsn uint64, payload []byte) error {
 		if rows >= loadTxnRows {
 			return errTxnFull
 		}
-		n, err := decodeEntry(payload, func(e *logEvent) error {
-			ch.add(e)
-			if ch.full() {
-				return ch.insert(ctx, c, ar)
-			}
-			return nil
-		}, func(m *logMerge) error {
-			if mg == nil {
-				var err error
-				if mg, err = duckdb.NewAppenderFromConn(c, "", "merges"); err != nil {
-					return fmt.Errorf("merges appender: %w", err)
+		n, err := decodeEntry(payload, entryVisitor{
+			event: func(e *logEvent) error {
+				ch.add(e)
+				if ch.full() {
+					return ch.insert(ctx, c, ar)
 				}
-			}
-			return mg.AppendRow(m.project, string(m.id1), string(m.id2), m.timeMs, m.ingestMs, string(m.props), m.seq)
+				return nil
+			},
+			merge: func(m *logMerge) error {
+				if mg == nil {
+					var err error
+					if mg, err = duckdb.NewAppenderFromConn(c, "", "merges"); err != nil {
+						return fmt.Errorf("merges appender: %w", err)
+					}
+				}
+				return mg.AppendRow(m.project, string(m.id1), string(m.id2), m.timeMs, m.ingestMs, string(m.props), m.seq)
+			},
+			change: func(ic *logChange) error {
+				return execArgs(ctx, c, `INSERT INTO identity_changes VALUES (?, ?, ?, ?, ?)`,
+					ic.project, ic.seq, int64(ic.kind), string(ic.a), string(ic.b))
+			},
+			profile: func(p *logProfile) error {
+				// Only the last state of a profile in this transaction is written.
+				profs[profileKey{p.project, profile.Kind(p.kind), string(p.groupKey), string(p.id)}] =
+					profileState{deleted: p.deleted, props: bytes.Clone(p.props), updatedMs: p.updatedMs}
+				return nil
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("log entry %d: %w", lsn, err)
@@ -213,6 +258,9 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		if err != nil {
 			return 0, 0, fmt.Errorf("append merges: %w", err)
 		}
+	}
+	if err := writeProfiles(ctx, c, profs); err != nil {
+		return 0, 0, err
 	}
 	if last == 0 {
 		// applyPending only calls us when the log is ahead of the tables.

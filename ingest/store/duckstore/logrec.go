@@ -13,12 +13,38 @@ import (
 // distinct_id, time_ms, insert_id ("" = none), props, ingest_ms, seq,
 // [16-byte key when insert_id != ""]; nMerges, then per merge: project,
 // id1, id2, time_ms, ingest_ms, props, seq. Strings are length-prefixed.
+// Entries written since identity and profiles landed go on (older ones end
+// here): nChanges, then per change: project, kind, a, b, seq; nProfiles,
+// then per profile state: project, kind, group_key, id, deleted (0|1),
+// props, updated_ms.
 
 type logEvent struct {
 	project, timeMs, ingestMs, seq int64
 	name, distinctID, insertID     []byte
 	props                          []byte
 	hi, lo                         int64
+}
+
+type logChange struct {
+	project, seq int64
+	kind         uint8
+	a, b         []byte
+}
+
+type logProfile struct {
+	project, updatedMs int64
+	kind               uint8
+	groupKey, id       []byte
+	deleted            bool
+	props              []byte
+}
+
+// entryVisitor receives the rows of an entry; nil funcs skip their kind.
+type entryVisitor struct {
+	event   func(*logEvent) error
+	merge   func(*logMerge) error
+	change  func(*logChange) error
+	profile func(*logProfile) error
 }
 
 type logMerge struct {
@@ -81,6 +107,16 @@ func (r *logReader) bytes() []byte {
 	return s
 }
 
+func (r *logReader) byte() uint8 {
+	if r.err != nil || len(r.b) < 1 {
+		r.err = errShortEntry
+		return 0
+	}
+	v := r.b[0]
+	r.b = r.b[1:]
+	return v
+}
+
 func (r *logReader) fixed64() int64 {
 	if r.err != nil || len(r.b) < 8 {
 		r.err = errShortEntry
@@ -91,9 +127,10 @@ func (r *logReader) fixed64() int64 {
 	return v
 }
 
-// encodeEntry writes the planned rows and the batches' merges.
-func (s *Store) encodeEntry(dst []byte, merges []mergeRow, seq int64) []byte {
-	rows := s.scratch.rows
+// encodeEntry writes the planned rows of s.scratch.
+func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
+	sc := &s.scratch
+	rows := sc.rows
 	dst = binary.AppendUvarint(dst, uint64(len(rows)))
 	for i := range rows {
 		r := &rows[i]
@@ -114,8 +151,8 @@ func (s *Store) encodeEntry(dst []byte, merges []mergeRow, seq int64) []byte {
 		}
 	}
 	seq += int64(len(rows))
-	dst = binary.AppendUvarint(dst, uint64(len(merges)))
-	for i, m := range merges {
+	dst = binary.AppendUvarint(dst, uint64(len(sc.merges)))
+	for i, m := range sc.merges {
 		dst = binary.AppendVarint(dst, m.project)
 		dst = appendStr(dst, m.m.DistinctIDs[0])
 		dst = appendStr(dst, m.m.DistinctIDs[1])
@@ -124,11 +161,37 @@ func (s *Store) encodeEntry(dst []byte, merges []mergeRow, seq int64) []byte {
 		dst = appendBytes(dst, m.m.Props)
 		dst = binary.AppendVarint(dst, seq+int64(i))
 	}
+	seq += int64(len(sc.merges))
+	if len(sc.changes) == 0 && len(sc.profiles) == 0 {
+		return dst // the old layout, which every build reads
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(sc.changes)))
+	for i, c := range sc.changes {
+		dst = binary.AppendVarint(dst, c.project)
+		dst = append(dst, byte(c.c.Kind))
+		dst = appendStr(dst, c.c.A)
+		dst = appendStr(dst, c.c.B)
+		dst = binary.AppendVarint(dst, seq+int64(i))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(sc.profiles)))
+	for _, p := range sc.profiles {
+		dst = binary.AppendVarint(dst, p.key.project)
+		dst = append(dst, byte(p.key.kind))
+		dst = appendStr(dst, p.key.groupKey)
+		dst = appendStr(dst, p.key.id)
+		if p.state.deleted {
+			dst = append(dst, 1)
+		} else {
+			dst = append(dst, 0)
+		}
+		dst = appendBytes(dst, p.state.props)
+		dst = binary.AppendVarint(dst, p.state.updatedMs)
+	}
 	return dst
 }
 
-// decodeEntry calls ev and mg for each row of an entry, in order.
-func decodeEntry(b []byte, ev func(*logEvent) error, mg func(*logMerge) error) (rows int, err error) {
+// decodeEntry calls v's funcs for each row of an entry, in order.
+func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 	r := logReader{b: b}
 	var e logEvent
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
@@ -147,8 +210,10 @@ func decodeEntry(b []byte, ev func(*logEvent) error, mg func(*logMerge) error) (
 		if r.err != nil {
 			break
 		}
-		if err := ev(&e); err != nil {
-			return rows, err
+		if v.event != nil {
+			if err := v.event(&e); err != nil {
+				return rows, err
+			}
 		}
 		rows++
 	}
@@ -164,8 +229,49 @@ func decodeEntry(b []byte, ev func(*logEvent) error, mg func(*logMerge) error) (
 		if r.err != nil {
 			break
 		}
-		if err := mg(&m); err != nil {
-			return rows, err
+		if v.merge != nil {
+			if err := v.merge(&m); err != nil {
+				return rows, err
+			}
+		}
+		rows++
+	}
+	if r.err != nil || len(r.b) == 0 {
+		return rows, r.err
+	}
+	var c logChange
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		c.project = r.varint()
+		c.kind = r.byte()
+		c.a = r.bytes()
+		c.b = r.bytes()
+		c.seq = r.varint()
+		if r.err != nil {
+			break
+		}
+		if v.change != nil {
+			if err := v.change(&c); err != nil {
+				return rows, err
+			}
+		}
+		rows++
+	}
+	var p logProfile
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		p.project = r.varint()
+		p.kind = r.byte()
+		p.groupKey = r.bytes()
+		p.id = r.bytes()
+		p.deleted = r.byte() == 1
+		p.props = r.bytes()
+		p.updatedMs = r.varint()
+		if r.err != nil {
+			break
+		}
+		if v.profile != nil {
+			if err := v.profile(&p); err != nil {
+				return rows, err
+			}
 		}
 		rows++
 	}

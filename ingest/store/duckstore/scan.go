@@ -42,6 +42,13 @@ func (s *Store) ScanEvents(ctx context.Context, q store.Scan, fn func(*store.Eve
 	if err := s.Sync(ctx); err != nil {
 		return fmt.Errorf("duckstore: scan: waiting for acknowledged writes: %w", err)
 	}
+	if q.Resolve {
+		pg, inner := s.graphs.get(q.Project), fn
+		fn = func(e *store.Event) error {
+			e.DistinctID = pg.resolve(e.DistinctID)
+			return inner(e)
+		}
+	}
 	err := s.scanEvents(ctx, q, fn)
 	var fe errFromFn
 	switch {

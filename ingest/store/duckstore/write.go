@@ -4,10 +4,12 @@ import (
 	"context"
 	"database/sql/driver"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/tributary-dev/tributary/ingest/identity"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/wal"
 )
@@ -19,6 +21,24 @@ type writeScratch struct {
 	added  []store.Key // keys this write put into the set; removed if it fails
 	merges []mergeRow
 	entry  []byte // the encoded log entry, behind room for the log header
+
+	changes      []changeRow        // identity changes to log
+	graphChanged bool               // a graph changed: see Write
+	dropped      map[int]bool       // events of the current batch whose change was rejected
+	moves        []profileMove      // profile merges the changes asked for
+	profiles     []profileRow       // profile states to log
+	dirty        map[profileKey]int // index in profiles
+}
+
+func (sc *writeScratch) reset() {
+	sc.rows, sc.added, sc.merges = sc.rows[:0], sc.added[:0], sc.merges[:0]
+	sc.changes, sc.graphChanged, sc.moves = sc.changes[:0], false, sc.moves[:0]
+	clear(sc.profiles) // drop references to profiles
+	sc.profiles = sc.profiles[:0]
+	if sc.dirty == nil {
+		sc.dirty, sc.dropped = map[profileKey]int{}, map[int]bool{}
+	}
+	clear(sc.dirty)
 }
 
 type row struct {
@@ -53,59 +73,74 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	}
 	defer func() { <-s.wsem }()
 
-	res := s.plan(batches)
-	// plan put this write's new keys into the set; until the entry is
-	// durable they must come out again on any failure. No other write can
-	// see them meanwhile: writes hold the writer lock throughout.
-	durable := false
-	defer func() {
-		if !durable {
-			for _, k := range s.scratch.added {
-				s.keys.remove(k)
-			}
-		}
-	}()
-	if len(s.scratch.rows) == 0 && res.Merges == 0 {
-		// Only duplicates (or nothing): the originals are already durable,
-		// and plan added no key.
-		return res, nil
+	if s.broken != nil {
+		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", s.broken)
 	}
-	merges := s.scratch.merges[:0]
-	for bi := range batches {
-		for mi := range batches[bi].Merges {
-			merges = append(merges, mergeRow{project: batches[bi].Project, m: &batches[bi].Merges[mi]})
-		}
-	}
-	s.scratch.merges = merges
-	// The entry is encoded behind room for the log's header, so the log
-	// writes it as it is, in one system call (see wal.AppendFramed).
-	var header [wal.HeaderSize]byte
-	s.scratch.entry = s.encodeEntry(append(s.scratch.entry[:0], header[:]...), merges, s.nextSeq)
+	// Back-pressure comes first: from plan on, the write changes in-memory
+	// state (dedup keys, identity graphs) that only a durable entry may keep.
 	if err := s.pace(ctx); err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
-	// Back-pressure: never let the loader fall more than maxUnapplied behind.
+	// Never let the loader fall more than maxUnapplied behind.
 	if err := s.waitFor(ctx, func() bool { return s.unapplied < maxUnapplied }); err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
-	// Past this point ctx no longer matters: the entry is durable or not.
-	if _, err := s.wal.AppendFramed(s.scratch.entry); err != nil {
+	// plan puts this write's new keys into the set and its identity changes
+	// into the graphs; until the entry is durable they must come out again
+	// on any failure. No other write can see them meanwhile: writes hold the
+	// writer lock throughout. Graphs cannot be rolled back, so a failure
+	// after a graph changed stops writes until a restart rebuilds them from
+	// what is durable (it takes a failing disk: ctx no longer matters here).
+	durable := false
+	defer func() {
+		if durable {
+			return
+		}
+		for _, k := range s.scratch.added {
+			s.keys.remove(k)
+		}
+		if s.scratch.graphChanged {
+			s.broken = errors.New("a failed write left identity state ahead of the log; restart the server")
+		}
+	}()
+	res, err := s.plan(context.WithoutCancel(ctx), batches)
+	if err != nil {
+		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
+	}
+	sc := &s.scratch
+	if len(sc.rows) == 0 && len(sc.merges) == 0 && len(sc.changes) == 0 && len(sc.profiles) == 0 {
+		// Only duplicates, rejections or nothing: plan changed no state.
+		return res, nil
+	}
+	// The entry is encoded behind room for the log's header, so the log
+	// writes it as it is, in one system call (see wal.AppendFramed).
+	var header [wal.HeaderSize]byte
+	sc.entry = s.encodeEntry(append(sc.entry[:0], header[:]...), s.nextSeq)
+	lsn, err := s.wal.AppendFramed(sc.entry)
+	if err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
 	durable = true
-	s.nextSeq += int64(len(s.scratch.rows) + len(merges))
+	s.nextSeq += int64(len(sc.rows) + len(sc.merges) + len(sc.changes))
+	if len(sc.profiles) > 0 {
+		s.pending.mu.Lock()
+		for _, p := range sc.profiles {
+			s.pending.m[p.key] = pendingProfile{lsn: lsn, state: p.state}
+		}
+		s.pending.mu.Unlock()
+	}
 	s.applyMu.Lock()
-	s.unapplied += int64(len(s.scratch.entry))
+	s.unapplied += int64(len(sc.entry))
 	s.applyMu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	if cap(s.scratch.entry) > 64<<20 { // a huge write must not pin its buffer forever
-		s.scratch.entry = nil
+	if cap(sc.entry) > 64<<20 { // a huge write must not pin its buffer forever
+		sc.entry = nil
 	}
 	return res, nil
 }
@@ -139,20 +174,51 @@ type mergeRow struct {
 	m       *store.Merge
 }
 
-// plan filters duplicates (against committed keys and earlier rows of this
-// write) into s.scratch.rows and counts per batch. Each new key goes into
-// the set at once (and into s.scratch.added, so Write can take it out if
-// the write fails): one probe of the big set per event instead of a lookup
-// now and an insert after the log write, each a likely cache miss at
-// millions of keys, and the set itself catches repeats within the write.
-func (s *Store) plan(batches []store.Batch) store.WriteResult {
+// plan decides what a write stores, batch by batch: merges and identity
+// changes first (applied to the graphs; a full cluster rejects the record
+// and the event that carried it), then events, filtered for duplicates
+// against committed keys and earlier rows of this write, then profile
+// updates in order. Each new key goes into the set at once (and into
+// s.scratch.added, so Write can take it out if the write fails): one probe
+// of the big set per event instead of a lookup now and an insert after the
+// log write, each a likely cache miss at millions of keys, and the set
+// itself catches repeats within the write.
+func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteResult, error) {
 	sc := &s.scratch
-	sc.rows, sc.added = sc.rows[:0], sc.added[:0]
+	sc.reset()
+	now := nowMs()
 	res := store.WriteResult{Batches: make([]store.WriteResult, len(batches))}
 	for bi := range batches {
 		b := &batches[bi]
 		br := &res.Batches[bi]
+		for mi := range b.Merges {
+			m := &b.Merges[mi]
+			if err := s.applyChange(b.Project, identity.Change{Kind: identity.KindMerge, A: m.DistinctIDs[0], B: m.DistinctIDs[1]}); err != nil {
+				br.Rejected = append(br.Rejected, store.Rejection{Ref: m.Ref, Err: err})
+				continue
+			}
+			sc.merges = append(sc.merges, mergeRow{project: b.Project, m: m})
+			br.Merges++
+		}
+		clear(sc.dropped)
+		for _, c := range b.Changes {
+			before := len(sc.changes)
+			if err := s.applyChange(b.Project, c.Change); err != nil {
+				br.Rejected = append(br.Rejected, store.Rejection{Ref: c.Ref, Err: err})
+				if c.Event >= 0 {
+					sc.dropped[c.Event] = true
+				}
+				continue
+			}
+			br.Changes += len(sc.changes) - before
+		}
+		if err := s.applyMoves(ctx, now); err != nil {
+			return res, err
+		}
 		for ei := range b.Events {
+			if sc.dropped[ei] {
+				continue
+			}
 			e := &b.Events[ei]
 			r := row{project: b.Project, e: e, dedup: e.Dedupable()}
 			if r.dedup {
@@ -171,12 +237,26 @@ func (s *Store) plan(batches []store.Batch) store.WriteResult {
 			sc.rows = append(sc.rows, r)
 			br.Inserted++
 		}
-		br.Merges = len(b.Merges)
+		for pi := range b.Profiles {
+			u := &b.Profiles[pi]
+			rejected, err := s.applyProfile(ctx, b.Project, u, now)
+			if err != nil {
+				return res, err
+			}
+			if rejected != nil {
+				br.Rejected = append(br.Rejected, store.Rejection{Ref: u.Ref, Err: rejected})
+				continue
+			}
+			br.Profiles++
+		}
 		res.Inserted += br.Inserted
 		res.Duplicates += br.Duplicates
 		res.Merges += br.Merges
+		res.Changes += br.Changes
+		res.Profiles += br.Profiles
+		res.Rejected = append(res.Rejected, br.Rejected...)
 	}
-	return res
+	return res, nil
 }
 
 // resetWriter discards the writer connection (returning driver.ErrBadConn

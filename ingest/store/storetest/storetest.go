@@ -57,6 +57,14 @@ func Run(t *testing.T, h Harness) {
 		{name: "Scan_ProjectIsolation", fn: testScanProjects},
 		{name: "Scan_FnErrorStops", fn: testScanFnError},
 		{name: "Scan_CancelledContext", fn: testScanCancelled},
+		{name: "Identity_OriginalMerge", fn: testOriginalMerge},
+		{name: "Identity_ClusterLimit", fn: testClusterLimit},
+		{name: "Identity_SimplifiedLink", fn: testSimplifiedLink},
+		{name: "Identity_ModeChangeRefused", fn: testModeChange},
+		{name: "Profiles_Operators", fn: testProfileOperators},
+		{name: "Profiles_Groups", fn: testGroupProfiles},
+		{name: "Profiles_FollowIdentity", fn: testProfilesFollowIdentity},
+		{name: "Lookup_Replace", fn: testLookupReplace},
 		{name: "Ping", fn: testPing},
 		{name: "Closed", fn: testClosed},
 		{name: "Scan_LargeStreams", fn: testLargeScan, serial: true},
@@ -158,11 +166,27 @@ func checkResultShape(t testing.TB, res store.WriteResult, batches []store.Batch
 	}
 	var sum store.WriteResult
 	for i, b := range res.Batches {
-		if b.Inserted+b.Duplicates != len(batches[i].Events) {
-			t.Errorf("batch %d: inserted %d + duplicates %d != %d events", i, b.Inserted, b.Duplicates, len(batches[i].Events))
+		// Rejected records are accounted for by their Ref.
+		rejected := map[int]bool{}
+		for _, r := range b.Rejected {
+			rejected[r.Ref] = true
 		}
-		if b.Merges != len(batches[i].Merges) {
-			t.Errorf("batch %d: merges %d, want %d", i, b.Merges, len(batches[i].Merges))
+		droppedEvents, rejectedMerges := 0, 0
+		for _, c := range batches[i].Changes {
+			if c.Event >= 0 && rejected[c.Ref] {
+				droppedEvents++
+			}
+		}
+		for _, m := range batches[i].Merges {
+			if rejected[m.Ref] {
+				rejectedMerges++
+			}
+		}
+		if b.Inserted+b.Duplicates+droppedEvents != len(batches[i].Events) {
+			t.Errorf("batch %d: inserted %d + duplicates %d + rejected %d != %d events", i, b.Inserted, b.Duplicates, droppedEvents, len(batches[i].Events))
+		}
+		if b.Merges+rejectedMerges != len(batches[i].Merges) {
+			t.Errorf("batch %d: merges %d + rejected %d, want %d", i, b.Merges, rejectedMerges, len(batches[i].Merges))
 		}
 		if b.Batches != nil {
 			t.Errorf("batch %d: nested Batches must be nil", i)

@@ -1,0 +1,123 @@
+package duckstore
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
+	"github.com/tributary-dev/tributary/ingest/lookup"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// Lookup tables bypass the write log: a replacement is one DuckDB
+// transaction (delete the old rows, append the new), all or nothing and
+// durable at COMMIT. Uploads are rare and large; the log would only copy
+// them twice.
+
+// ReplaceLookup implements store.Lookups.
+func (s *Store) ReplaceLookup(ctx context.Context, project int64, id string, t *lookup.Table) error {
+	if err := s.enter("replace lookup table"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	cols, err := json.Marshal(t.Columns())
+	if err != nil {
+		return fmt.Errorf("duckstore: replace lookup table: %w", err)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("duckstore: replace lookup table: %w", err)
+	}
+	defer conn.Close()
+	err = conn.Raw(func(dc any) (err error) {
+		c, ok := dc.(*duckdb.Conn)
+		if !ok {
+			return fmt.Errorf("unexpected driver connection %T", dc)
+		}
+		if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION", nil); err != nil {
+			return err
+		}
+		committed := false
+		defer func() {
+			if !committed {
+				_, _ = c.ExecContext(context.Background(), "ROLLBACK", nil)
+			}
+		}()
+		if err := execArgs(ctx, c, `DELETE FROM lookup_rows WHERE project = ? AND table_id = ?`, project, id); err != nil {
+			return err
+		}
+		if err := execArgs(ctx, c, `DELETE FROM lookup_tables WHERE project = ? AND id = ?`, project, id); err != nil {
+			return err
+		}
+		ap, err := duckdb.NewAppenderFromConn(c, "", "lookup_rows")
+		if err != nil {
+			return err
+		}
+		for i := range t.Len() {
+			if err := ap.AppendRow(project, id, t.Key(i), string(t.Row(i))); err != nil {
+				_ = ap.Clear()
+				return errors.Join(err, ap.Close())
+			}
+		}
+		if err := ap.Close(); err != nil {
+			return err
+		}
+		if err := execArgs(ctx, c, `INSERT INTO lookup_tables VALUES (?, ?, ?, ?, ?)`,
+			project, id, string(cols), int64(t.Len()), nowMs()); err != nil {
+			return err
+		}
+		// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
+		if _, err := c.ExecContext(context.Background(), "COMMIT", nil); err != nil {
+			return err
+		}
+		committed = true
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("duckstore: replace lookup table %q: %w", id, err)
+	}
+	return nil
+}
+
+// ScanLookup implements store.Lookups.
+func (s *Store) ScanLookup(ctx context.Context, project int64, id string, fn func(key string, row []byte) error) error {
+	if err := s.enter("scan lookup table"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	tx, err := s.db.BeginTx(ctx, nil) // one snapshot for both queries
+	if err != nil {
+		return fmt.Errorf("duckstore: scan lookup table: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var n int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM lookup_tables WHERE project = ? AND id = ?`, project, id).Scan(&n); err != nil {
+		return fmt.Errorf("duckstore: scan lookup table: %w", err)
+	}
+	if n == 0 {
+		return fmt.Errorf("lookup table %q: %w", id, store.ErrNotFound)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT key, row FROM lookup_rows WHERE project = ? AND table_id = ? ORDER BY key`, project, id)
+	if err != nil {
+		return fmt.Errorf("duckstore: scan lookup table: %w", err)
+	}
+	defer rows.Close()
+	var key string
+	var row sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&key, &row); err != nil {
+			return fmt.Errorf("duckstore: scan lookup table: %w", err)
+		}
+		if err := fn(key, row); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("duckstore: scan lookup table: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,238 @@
+package duckstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/profile"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// Profiles are read, changed and logged by writes (under the writer lock)
+// and upserted into the profiles table by the loader. Between the two, the
+// newest state of a profile lives in pendingProfiles, so a write never
+// reads a table row that an earlier acknowledged write already replaced.
+
+type profileKey struct {
+	project  int64
+	kind     profile.Kind
+	groupKey string
+	id       string
+}
+
+// profileState is a profile's complete state after a write: deleted, or
+// its properties.
+type profileState struct {
+	deleted   bool
+	props     []byte // compact JSON object
+	updatedMs int64
+}
+
+type pendingProfile struct {
+	lsn   uint64
+	state profileState
+}
+
+type pendingProfiles struct {
+	mu sync.Mutex
+	m  map[profileKey]pendingProfile
+}
+
+// release forgets states the tables now hold (the loader applied lsn).
+func (pp *pendingProfiles) release(lsn uint64) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	for k, p := range pp.m {
+		if p.lsn <= lsn {
+			delete(pp.m, k)
+		}
+	}
+}
+
+// profileRow is a state to log; dirty maps keys to it within one write.
+type profileRow struct {
+	key   profileKey
+	p     *profile.Profile
+	state profileState
+}
+
+// loadProfile returns the newest state of k for a write: this write's own,
+// then the pending one, then the table's.
+func (s *Store) loadProfile(ctx context.Context, k profileKey) (*profile.Profile, error) {
+	sc := &s.scratch
+	if i, ok := sc.dirty[k]; ok {
+		return sc.profiles[i].p, nil
+	}
+	p := &profile.Profile{}
+	s.pending.mu.Lock()
+	pend, ok := s.pending.m[k]
+	s.pending.mu.Unlock()
+	var props []byte
+	switch {
+	case ok && !pend.state.deleted:
+		props = pend.state.props
+	case !ok:
+		var v sql.NullString
+		err := s.db.QueryRowContext(ctx, `SELECT props FROM profiles WHERE project = ? AND kind = ? AND group_key = ? AND id = ?`,
+			k.project, uint8(k.kind), k.groupKey, k.id).Scan(&v)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, fmt.Errorf("read profile: %w", err)
+		}
+		if v.Valid {
+			props = []byte(v.String)
+		}
+	}
+	if props != nil {
+		if err := p.UnmarshalJSON(props); err != nil {
+			return nil, fmt.Errorf("stored profile %q: %w", k.id, err)
+		}
+	}
+	return p, nil
+}
+
+// keep records p as k's state in this write.
+func (s *Store) keep(k profileKey, p *profile.Profile, nowMs int64) {
+	sc := &s.scratch
+	st := profileState{deleted: !p.Exists(), updatedMs: nowMs}
+	if p.Exists() {
+		st.props = p.AppendJSON(nil)
+	}
+	if i, ok := sc.dirty[k]; ok {
+		sc.profiles[i].p, sc.profiles[i].state = p, st
+		return
+	}
+	sc.dirty[k] = len(sc.profiles)
+	sc.profiles = append(sc.profiles, profileRow{key: k, p: p, state: st})
+}
+
+// applyProfile applies one update for a write. A profile error (an
+// unsupported operator for the kind, the property limit) rejects the
+// update; a storage error fails the whole write.
+func (s *Store) applyProfile(ctx context.Context, project int64, u *store.ProfileUpdate, nowMs int64) (rejected, err error) {
+	k := profileKey{project: project, kind: u.Kind}
+	switch u.Kind {
+	case profile.User:
+		k.id = u.DistinctID
+		if !u.IgnoreAlias {
+			k.id = s.graphs.get(project).resolve(u.DistinctID)
+		}
+	case profile.Group:
+		k.groupKey, k.id = u.GroupKey, u.GroupID
+	default:
+		return fmt.Errorf("unknown profile kind %v", u.Kind), nil
+	}
+	p, err := s.loadProfile(ctx, k)
+	if err != nil {
+		return nil, err
+	}
+	// Apply is all or nothing, so p is unchanged when it refuses.
+	if err := profile.Apply(p, u.Update, nowMs); err != nil {
+		return err, nil
+	}
+	s.keep(k, p, nowMs)
+	return nil, nil
+}
+
+// moveProfile merges old's user profile into canonical's after a merge
+// moved the cluster's canonical id: canonical's own values win, and old's
+// profile is deleted. If the merged profile would break the property limit
+// both stay as they are (reads show canonical's).
+func (s *Store) moveProfile(project int64, old, canonical string) {
+	s.scratch.moves = append(s.scratch.moves, profileMove{project, old, canonical})
+}
+
+type profileMove struct {
+	project        int64
+	old, canonical string
+}
+
+// applyMoves performs the profile merges that identity changes of this
+// write asked for; it runs after the changes, before profile updates.
+func (s *Store) applyMoves(ctx context.Context, nowMs int64) error {
+	moves := s.scratch.moves
+	s.scratch.moves = moves[:0]
+	for _, mv := range moves {
+		ok := profileKey{project: mv.project, kind: profile.User, id: mv.old}
+		nk := profileKey{project: mv.project, kind: profile.User, id: mv.canonical}
+		op, err := s.loadProfile(ctx, ok)
+		if err != nil {
+			return err
+		}
+		if !op.Exists() {
+			continue
+		}
+		np, err := s.loadProfile(ctx, nk)
+		if err != nil {
+			return err
+		}
+		u := profile.Update{Kind: profile.User, Op: profile.OpSetOnce, IgnoreTime: true}
+		for name, v := range op.All() {
+			u.Props = append(u.Props, profile.Property{Name: name, Value: v})
+		}
+		merged := *np
+		if err := profile.Apply(&merged, u, nowMs); err != nil {
+			s.log.Warn("duckstore: profiles not merged after an identity merge", "project", mv.project, "from", mv.old, "to", mv.canonical, "err", err)
+			continue
+		}
+		s.keep(nk, &merged, nowMs)
+		s.keep(ok, &profile.Profile{}, nowMs)
+	}
+	return nil
+}
+
+// ScanProfiles implements store.Profiles. User profiles stored under an id
+// that no longer is its cluster's canonical id (a Simplified device profile
+// after the device was linked, which Mixpanel does not carry over) are not
+// shown.
+func (s *Store) ScanProfiles(ctx context.Context, q store.ProfileScan, fn func(*store.StoredProfile) error) error {
+	if err := s.enter("scan profiles"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	if err := s.Sync(ctx); err != nil {
+		return fmt.Errorf("duckstore: scan profiles: waiting for acknowledged writes: %w", err)
+	}
+	where := `project = ? AND kind = ?`
+	args := []any{q.Project, uint8(q.Kind)}
+	if q.Kind == profile.Group {
+		where += ` AND group_key = ?`
+		args = append(args, q.GroupKey)
+	}
+	if len(q.IDs) > 0 {
+		where += ` AND id IN (?` + strings.Repeat(`, ?`, len(q.IDs)-1) + `)`
+		for _, id := range q.IDs {
+			args = append(args, id)
+		}
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT id, props, updated_ms FROM profiles WHERE `+where+` ORDER BY id`, args...)
+	if err != nil {
+		return fmt.Errorf("duckstore: scan profiles: %w", err)
+	}
+	defer rows.Close()
+	pg := s.graphs.get(q.Project)
+	var sp store.StoredProfile
+	var props sql.RawBytes
+	for rows.Next() {
+		if err := rows.Scan(&sp.ID, &props, &sp.UpdatedMs); err != nil {
+			return fmt.Errorf("duckstore: scan profiles: %w", err)
+		}
+		if q.Kind == profile.User && pg.resolve(sp.ID) != sp.ID {
+			continue
+		}
+		sp.Props = props
+		if err := fn(&sp); err != nil {
+			return err
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("duckstore: scan profiles: %w", err)
+	}
+	return nil
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
