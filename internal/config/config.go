@@ -78,6 +78,28 @@ type Project struct {
 	IDManagement    IDManagement     `yaml:"id_management"`
 	ServiceAccounts []ServiceAccount `yaml:"service_accounts"`
 	RateLimit       *RateLimit       `yaml:"rate_limit"`
+	LookupTables    []LookupTable    `yaml:"lookup_tables"`
+}
+
+// LookupTable declares a lookup table; PUT /lookup-tables/{id} fills it.
+// Reads enrich events (or user profiles) whose Property holds a key of
+// the table with the table's other columns.
+type LookupTable struct {
+	ID       string `yaml:"id"`
+	Name     string `yaml:"name"`
+	Property string `yaml:"property"` // the event or user property whose value is the key
+	// MapsTo is "event" (default) or "user": whose property Property is.
+	MapsTo string `yaml:"maps_to"`
+}
+
+// LookupTable returns the project's lookup table with that id.
+func (p *Project) LookupTable(id string) (*LookupTable, bool) {
+	for i := range p.LookupTables {
+		if p.LookupTables[i].ID == id {
+			return &p.LookupTables[i], true
+		}
+	}
+	return nil, false
 }
 
 // Config is the whole server configuration.

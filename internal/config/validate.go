@@ -108,6 +108,31 @@ func (p *Project) validate(key string, ids map[int64]string, creds map[string]st
 	if p.RateLimit.BytesPerMinute < 0 {
 		return bad(key+".rate_limit.bytes_per_minute", "must be positive")
 	}
+	seen := map[string]string{}
+	for j := range p.LookupTables {
+		lt := &p.LookupTables[j]
+		k := fmt.Sprintf("%s.lookup_tables[%d]", key, j)
+		if strings.TrimSpace(lt.ID) == "" || strings.ContainsAny(lt.ID, "/?#") {
+			return bad(k+".id", "must be a non-empty id without '/', '?' or '#'; got %q", lt.ID)
+		}
+		if prev, ok := seen[lt.ID]; ok {
+			return bad(k+".id", "%q is already used by %s", lt.ID, prev)
+		}
+		seen[lt.ID] = k
+		if strings.TrimSpace(lt.Name) == "" {
+			return bad(k+".name", "must not be empty")
+		}
+		if strings.TrimSpace(lt.Property) == "" {
+			return bad(k+".property", "must name the event or user property whose value is the table's key")
+		}
+		switch lt.MapsTo {
+		case "":
+			lt.MapsTo = "event"
+		case "event", "user":
+		default:
+			return bad(k+".maps_to", "must be event or user; got %q", lt.MapsTo)
+		}
+	}
 	return nil
 }
 
