@@ -87,6 +87,14 @@ type projectConfig struct {
 	IDManagement    string           `yaml:"id_management"`
 	ServiceAccounts []saConfig       `yaml:"service_accounts,omitempty"`
 	RateLimit       *rateLimitConfig `yaml:"rate_limit,omitempty"`
+	LookupTables    []lookupConfig   `yaml:"lookup_tables,omitempty"`
+}
+
+type lookupConfig struct {
+	ID       string `yaml:"id"`
+	Name     string `yaml:"name"`
+	Property string `yaml:"property"`
+	MapsTo   string `yaml:"maps_to,omitempty"`
 }
 
 // serverConfig is the YAML file minus listen and data_dir, which the tests
@@ -109,7 +117,8 @@ func defaultConfig() serverConfig {
 			{ID: mainID, Name: "Main", Token: mainToken, APISecret: mainSecret, Region: "us", IDManagement: "simplified",
 				ServiceAccounts: []saConfig{
 					{ownerSA, ownerSecret, "owner"}, {analystSA, analystSec, "analyst"}, {multiSA, multiSecret, "admin"},
-				}},
+				},
+				LookupTables: []lookupConfig{{ID: "items", Name: "Items", Property: "item_id"}}},
 			{ID: euID, Name: "EU", Token: euToken, APISecret: euSecret, Region: "eu", IDManagement: "simplified",
 				ServiceAccounts: []saConfig{{euSA, euSASecret, "owner"}}},
 			{ID: otherID, Name: "Other", Token: otherToken, APISecret: otherSecret, Region: "us", IDManagement: "original",

@@ -6,9 +6,10 @@ import (
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/connectors/duckdb"
 	"github.com/tributary-dev/tributary/connectors/postgres"
+	"github.com/tributary-dev/tributary/connectors/snowflake"
 )
 
 // Registry returns a registry of all source kinds.
 func Registry() *connectors.Registry {
-	return connectors.NewRegistry(duckdb.Kind(), postgres.Kind())
+	return connectors.NewRegistry(duckdb.Kind(), postgres.Kind(), snowflake.Kind())
 }

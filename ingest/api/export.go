@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/tributary-dev/tributary/ingest/auth"
+	"github.com/tributary-dev/tributary/ingest/enrich"
 	"github.com/tributary-dev/tributary/ingest/export"
 )
 
@@ -26,6 +27,11 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 	req, err := export.ParseRequest(p.Project.ID, r.URL.Query())
 	if err != nil {
 		writeError(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	if req.Enrich, err = s.enrich.For(r.Context(), p.Project, enrich.Events); err != nil {
+		s.log.Error("export: loading lookup tables", "project", p.Project.ID, "err", err)
+		writeError(w, http.StatusInternalServerError, "loading lookup tables failed")
 		return
 	}
 	var out io.Writer = w

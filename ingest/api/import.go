@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -97,13 +98,14 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		s.importRejected(w, mode, p, fmt.Errorf("%w: the request contains no records", errBadBody))
 		return
 	}
-	dec.batch = store.Batch{Events: dec.batch.Events[:0], Merges: dec.batch.Merges[:0]}
+	dec.batch = store.Batch{Events: dec.batch.Events[:0], Merges: dec.batch.Merges[:0], Changes: dec.batch.Changes[:0]}
 	failures := dec.d.Decode(record.Options{
 		Project:    p.Project.ID,
 		Token:      p.Project.Token,
 		AllowMerge: p.Method != auth.ProjectToken,
 		Strict:     mode.strict,
 		Now:        s.now(),
+		Mode:       idMode(p.Project),
 	}, dec.recs, &dec.batch)
 	accepted := len(dec.batch.Events) + len(dec.batch.Merges)
 	project := strconv.FormatInt(p.Project.ID, 10)
@@ -111,10 +113,19 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		s.met.rejected.Add(1, project, failureReason(f.Field))
 	}
 	if accepted > 0 {
-		if _, err := s.commit(r.Context(), dec.batch); err != nil {
+		res, err := s.commit(r.Context(), dec.batch)
+		if err != nil {
 			s.log.Error("import commit failed", "project", p.Project.ID, "records", accepted, "err", err)
 			writeError(w, http.StatusServiceUnavailable, "the records could not be stored; nothing from this request was accepted, retry")
 			return
+		}
+		if rej := rejectionFailures(&dec.batch, res.Rejected, nil); len(rej) > 0 {
+			for _, f := range rej {
+				s.met.rejected.Add(1, project, failureReason(f.Field))
+			}
+			accepted -= len(rej)
+			failures = append(failures, rej...)
+			slices.SortFunc(failures, func(a, b record.Failure) int { return a.Index - b.Index })
 		}
 		s.met.accepted.Add(int64(accepted), project)
 	}

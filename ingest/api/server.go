@@ -13,6 +13,8 @@ import (
 
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/commit"
+	"github.com/tributary-dev/tributary/ingest/enrich"
+	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/ratelimit"
 	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/ingest/store"
@@ -42,6 +44,9 @@ type Server struct {
 	now       func() time.Time
 	limits    record.Limits
 	met       serverMetrics
+	// enrich caches lookup tables for reads; the lookup upload handler
+	// invalidates a table after replacing it.
+	enrich *enrich.Enricher
 
 	bufs     sync.Pool // *bytes.Buffer request bodies
 	decoders sync.Pool // *decodeState
@@ -80,6 +85,7 @@ func New(d Deps) *Server {
 		cfg: d.Config, store: d.Store, committer: d.Committer, auth: d.Auth,
 		limiter: ratelimit.New(d.Now), log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
 	}
+	s.enrich = enrich.New(d.Store, d.Logger)
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	s.decoders.New = func() any { return new(decodeState) }
 	reg := d.Metrics
@@ -105,9 +111,12 @@ func (s *Server) Handler() http.Handler {
 	route("/import", "import", s.handleImport)
 	// Token-authenticated endpoints that browser SDKs call cross-origin.
 	route("/track", "track", cors(s.handleTrack))
-	route("/engage", "engage", cors(notImplemented("/engage")))
-	route("/groups", "groups", cors(notImplemented("/groups")))
+	route("/engage", "engage", cors(s.handleProfiles(profile.User)))
+	route("/groups", "groups", cors(s.handleProfiles(profile.Group)))
 	route("/api/2.0/export", "export", s.handleExport)
+	s.queryRoutes(route)
+	route("/lookup-tables", "lookup_tables", s.handleLookupList)
+	route("/lookup-tables/{id}", "lookup_table", s.handleLookupPut)
 	route("/oauth/token", "oauth_token", s.auth.ServeToken)
 	route("/healthz", "healthz", s.handleHealth)
 	route("/metrics", "metrics", s.handleMetrics)

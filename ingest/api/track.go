@@ -38,6 +38,7 @@ type trackRequest struct {
 	body    []byte // JSON: an array, NDJSON or a single object
 	ndjson  bool
 	verbose bool
+	strict  bool   // strict=1: per-record errors as a 400 (/engage, /groups)
 	ip      string // the request's IP when ip=1, else ""
 }
 
@@ -70,6 +71,7 @@ func parseTrack(r *http.Request, raw []byte) (trackRequest, error) {
 		tr.body = raw
 	}
 	tr.verbose = params.Get("verbose") == "1"
+	tr.strict = params.Get("strict") == "1"
 	if params.Get("ip") == "1" {
 		tr.ip = remoteIP(r)
 	}
@@ -167,14 +169,15 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 	}()
 	for _, g := range groups {
 		pd := s.decoders.Get().(*decodeState)
-		pd.batch = store.Batch{Events: pd.batch.Events[:0], Merges: pd.batch.Merges[:0]}
+		pd.batch = store.Batch{Events: pd.batch.Events[:0], Merges: pd.batch.Merges[:0], Changes: pd.batch.Changes[:0]}
 		// AllowMerge is false: decisions.md admits $merge only on /import
 		// with a secret, service account or OAuth, never by token alone.
 		fails := pd.d.Decode(record.Options{
 			Project: g.project.ID, Token: g.project.Token, AllowMerge: false, Strict: false, Now: now,
+			Mode: idMode(g.project),
 		}, g.recs, &pd.batch)
 		part := trackProject{group: g, dec: pd, project: strconv.FormatInt(g.project.ID, 10)}
-		pd.batch.Events, part.tooOld = dropOld(pd.batch.Events, now.Add(-trackMaxAge).UnixMilli())
+		part.tooOld = dropOldWithChanges(&pd.batch, now.Add(-trackMaxAge).UnixMilli())
 		for _, f := range fails {
 			s.met.rejected.Add(1, part.project, failureReason(f.Field))
 			f.Index = g.idx[f.Index]
@@ -189,7 +192,8 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 		if len(p.dec.batch.Events) == 0 {
 			continue
 		}
-		if _, err := s.commit(r.Context(), p.dec.batch); err != nil {
+		res, err := s.commit(r.Context(), p.dec.batch)
+		if err != nil {
 			s.log.Error("track commit failed", "project", p.group.project.ID, "records", len(p.dec.batch.Events), "err", err)
 			msg := "the events could not be stored; nothing from this request was accepted, retry"
 			if i > 0 { // earlier projects' events are durable; a retry deduplicates those with $insert_id
@@ -198,7 +202,12 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 			writeTrackError(w, http.StatusServiceUnavailable, msg)
 			return
 		}
-		s.met.accepted.Add(int64(len(p.dec.batch.Events)), p.project)
+		rej := rejectionFailures(&p.dec.batch, res.Rejected, p.group.idx)
+		for _, f := range rej {
+			s.met.rejected.Add(1, p.project, failureReason(f.Field))
+		}
+		failures = append(failures, rej...)
+		s.met.accepted.Add(int64(len(p.dec.batch.Events)-len(rej)), p.project)
 	}
 	// Events dropped as too old count as valid: the public docs answer 1
 	// for them, and a client must not retry them forever.
@@ -223,13 +232,6 @@ func (s *Server) trackRejected(w http.ResponseWriter, verbose bool, err error) {
 	}
 	s.met.rejected.Add(1, "unknown", "malformed")
 	writeLegacy(w, verbose, false, err.Error())
-}
-
-// dropOld removes events before cutoffMs in place and returns how many.
-func dropOld(evs []store.Event, cutoffMs int64) ([]store.Event, int) {
-	n := len(evs)
-	evs = slices.DeleteFunc(evs, func(e store.Event) bool { return e.TimeMs < cutoffMs })
-	return evs, n - len(evs)
 }
 
 func residencyMessage(p *config.Project, server config.Region) string {

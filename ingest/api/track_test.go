@@ -80,10 +80,19 @@ func TestParseTrack(t *testing.T) {
 }
 
 func TestDropOld(t *testing.T) {
-	evs := []store.Event{{TimeMs: 5}, {TimeMs: 10}, {TimeMs: 4}, {TimeMs: 11}}
-	kept, n := dropOld(evs, 10)
-	if n != 2 || len(kept) != 2 || kept[0].TimeMs != 10 || kept[1].TimeMs != 11 {
-		t.Errorf("kept %+v dropped %d", kept, n)
+	b := store.Batch{
+		Events: []store.Event{{TimeMs: 5}, {TimeMs: 10}, {TimeMs: 4}, {TimeMs: 11}},
+		Changes: []store.Change{
+			{Event: 0, Ref: 0}, {Event: 3, Ref: 3}, {Event: -1, Ref: 9},
+		},
+	}
+	n := dropOldWithChanges(&b, 10)
+	if n != 2 || len(b.Events) != 2 || b.Events[0].TimeMs != 10 || b.Events[1].TimeMs != 11 {
+		t.Errorf("kept %+v dropped %d", b.Events, n)
+	}
+	// The change of a dropped event goes with it; the others follow theirs.
+	if len(b.Changes) != 2 || b.Changes[0].Event != 1 || b.Changes[0].Ref != 3 || b.Changes[1].Event != -1 {
+		t.Errorf("changes %+v", b.Changes)
 	}
 }
 

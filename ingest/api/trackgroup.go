@@ -115,12 +115,3 @@ func cors(h http.HandlerFunc) http.HandlerFunc {
 		h(w, r)
 	}
 }
-
-// notImplemented answers /engage and /groups until profiles land: a clear
-// JSON error instead of the generic 404, so a client knows the endpoint is
-// known but not served yet (and CORS still lets a browser read the error).
-func notImplemented(endpoint string) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		writeTrackError(w, http.StatusNotImplemented, endpoint+" is not implemented by this server yet; events can be sent to /track or /import")
-	}
-}

@@ -12,8 +12,10 @@ import (
 	"io"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/tributary-dev/tributary/ingest/enrich"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/where"
 	"github.com/tributary-dev/tributary/internal/jsonw"
@@ -33,6 +35,10 @@ type Request struct {
 	Where    *where.Expr // nil matches every event
 	Limit    int
 	TimeInMs bool
+	// Enrich adds lookup-table properties (package enrich); nil adds none.
+	// The where filter sees them too. Not a query parameter: the handler
+	// sets it from the project's tables.
+	Enrich *enrich.Applier
 }
 
 // ParseRequest reads from_date, to_date, event, where, limit and time_in_ms.
@@ -48,7 +54,11 @@ func ParseRequest(project int64, q url.Values) (Request, error) {
 	if r.To.Before(r.From) {
 		return r, fmt.Errorf("%w: to_date is before from_date", ErrBadRequest)
 	}
-	if ev := q.Get("event"); ev != "" {
+	// The documented form is a JSON array; the official Go SDK sends one
+	// bare name, which cannot be mistaken for an array.
+	if ev := q.Get("event"); ev != "" && !strings.HasPrefix(strings.TrimSpace(ev), "[") {
+		r.Events = []string{ev}
+	} else if ev != "" {
 		if err := json.Unmarshal([]byte(ev), &r.Events); err != nil {
 			return r, fmt.Errorf("%w: event must be a JSON array of strings, e.g. [\"signup\",\"purchase\"]", ErrBadRequest)
 		}
@@ -80,17 +90,27 @@ func day(q url.Values, key string) (time.Time, error) {
 
 // Write streams the matching events to w and returns how many it wrote.
 // It scans one UTC day at a time so that the store's ordered scan never
-// has to sort more than a day, whatever the range.
+// has to sort more than a day, whatever the range. distinct_id is the
+// identity-resolved (canonical) id, as every read API reports it, so an
+// export agrees with segmentation and profile queries after a merge.
 func Write(ctx context.Context, st store.Store, req Request, w io.Writer) (int, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var (
 		n    int
 		line []byte
-		row  eventRow
+		row  EventRow
+		// enriched is the event with lookup properties added.
+		enriched store.Event
 	)
-	emit := func(e *store.Event) error {
+	emit := func(stored *store.Event) error {
+		e := stored
+		if !req.Enrich.Empty() {
+			enriched = *stored // reused: no allocation per event
+			enriched.Props = req.Enrich.Apply(stored.Props)
+			e = &enriched
+		}
 		if req.Where != nil {
-			row.reset(e)
+			row.Reset(e)
 			if !req.Where.Match(&row) {
 				return nil
 			}
@@ -106,7 +126,7 @@ func Write(ctx context.Context, st store.Store, req Request, w io.Writer) (int, 
 		return nil
 	}
 	for d := req.From; !d.After(req.To); d = d.AddDate(0, 0, 1) {
-		q := store.Scan{Project: req.Project, FromMs: d.UnixMilli(), ToMs: d.AddDate(0, 0, 1).UnixMilli(), Events: req.Events}
+		q := store.Scan{Project: req.Project, Resolve: true, FromMs: d.UnixMilli(), ToMs: d.AddDate(0, 0, 1).UnixMilli(), Events: req.Events}
 		if req.Where == nil && req.Limit > 0 {
 			q.Limit = req.Limit - n // the filter is in Go, so only push the limit down without one
 		}

@@ -35,11 +35,16 @@ func TestParseRequest(t *testing.T) {
 	if err != nil || ok.Project != 3 || len(ok.Events) != 2 || ok.Limit != 10 || ok.Where == nil || !ok.TimeInMs {
 		t.Fatalf("%+v %v", ok, err)
 	}
+	// The official Go SDK sends a bare event name.
+	bare, err := ParseRequest(3, url.Values{"from_date": {"2024-01-01"}, "to_date": {"2024-01-31"}, "event": {"page_view"}})
+	if err != nil || len(bare.Events) != 1 || bare.Events[0] != "page_view" {
+		t.Fatalf("bare event name: %+v %v", bare.Events, err)
+	}
 	bad := []url.Values{
 		{"to_date": {"2024-01-01"}},
 		{"from_date": {"2024-01-02"}, "to_date": {"2024-01-01"}},
 		{"from_date": {"2024/01/01"}, "to_date": {"2024-01-01"}},
-		{"from_date": {"2024-01-01"}, "to_date": {"2024-01-01"}, "event": {"a"}},
+		{"from_date": {"2024-01-01"}, "to_date": {"2024-01-01"}, "event": {`["a"`}},
 		{"from_date": {"2024-01-01"}, "to_date": {"2024-01-01"}, "limit": {"100001"}},
 		{"from_date": {"2024-01-01"}, "to_date": {"2024-01-01"}, "where": {"x =="}},
 	}

@@ -6,12 +6,13 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
-// eventRow is what a where expression sees of one stored event: the
+// EventRow is what a where expression sees of one stored event: the
 // built-in fields that export prints inside "properties" (time in seconds,
 // distinct_id, $insert_id, mp_processing_time_ms) plus the stored
-// properties. One eventRow is reused for a whole export, so filtering
-// allocates nothing per event once its buffers have grown.
-type eventRow struct {
+// properties. One EventRow is reused for a whole export (or segmentation
+// query, which filters events the same way), so filtering allocates
+// nothing per event once its buffers have grown.
+type EventRow struct {
 	e      *store.Event
 	p      fastjson.Parser
 	props  *fastjson.Value
@@ -19,7 +20,8 @@ type eventRow struct {
 	arena  fastjson.Arena // holds the built-in fields as JSON values, reset per event
 }
 
-func (r *eventRow) reset(e *store.Event) {
+// Reset points the row at e; the row reads e until the next Reset.
+func (r *EventRow) Reset(e *store.Event) {
 	r.e, r.props, r.parsed = e, nil, false
 	r.arena.Reset()
 }
@@ -27,7 +29,7 @@ func (r *eventRow) reset(e *store.Event) {
 // Get answers built-in fields from the event's columns and parses the
 // stored properties only when the expression asks for one of them, so
 // a filter on distinct_id never decodes JSON.
-func (r *eventRow) Get(key string) *fastjson.Value {
+func (r *EventRow) Get(key string) *fastjson.Value {
 	switch key {
 	case "distinct_id":
 		return r.arena.NewString(r.e.DistinctID)

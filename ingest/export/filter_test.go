@@ -27,13 +27,13 @@ func TestWhereOnEvents(t *testing.T) {
 		{`properties["missing"] != "x"`, true},
 		{`properties["city"] == "Köln" and properties["distinct_id"] != "u2"`, true},
 	}
-	var row eventRow
+	var row EventRow
 	for _, tc := range cases {
 		e, err := where.Parse(tc.expr)
 		if err != nil {
 			t.Fatalf("%s: %v", tc.expr, err)
 		}
-		row.reset(ev)
+		row.Reset(ev)
 		if got := e.Match(&row); got != tc.want {
 			t.Errorf("%s = %v, want %v", tc.expr, got, tc.want)
 		}
@@ -42,7 +42,7 @@ func TestWhereOnEvents(t *testing.T) {
 	// No $insert_id: the property is absent, not "".
 	noID := *ev
 	noID.InsertID, noID.Props = "", []byte(`not json`)
-	row.reset(&noID)
+	row.Reset(&noID)
 	if e, _ := where.Parse(`defined(properties["$insert_id"]) or defined(properties["plan"])`); e.Match(&row) {
 		t.Error("an event without $insert_id or parseable props matched defined()")
 	}
@@ -54,9 +54,9 @@ func TestEventRowDoesNotAllocate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var row eventRow
+	var row EventRow
 	if n := testing.AllocsPerRun(100, func() {
-		row.reset(ev)
+		row.Reset(ev)
 		if !e.Match(&row) {
 			t.Fatal("no match")
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/tributary-dev/tributary/ingest/identity"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/valyala/fastjson"
 )
@@ -25,6 +26,10 @@ type Options struct {
 	// Now is the server clock, for the time window and IngestMs. The zero
 	// value means time.Now().
 	Now time.Time
+	// Mode is the project's ID management: Simplified derives distinct_id
+	// from $user_id / $device_id, and each mode turns its identity events
+	// into out.Changes. Zero: no identity handling (events as sent).
+	Mode identity.Mode
 }
 
 // Failure is one item of the 400 body's failed_records.
@@ -60,6 +65,7 @@ type Decoder struct {
 	where     string // top-level property being walked, for field names
 	insertID  *fastjson.Value
 	bad       verdict
+	idx       int // index of the record being decoded, for Change.Ref
 }
 
 type member struct {
@@ -76,6 +82,7 @@ type fields struct {
 	event, props, time, distinctID, altDistinctID, insertID, distinctIDs, token *fastjson.Value
 	unknown, dup                                                                string
 	hasUnknown, hasDup                                                          bool
+	ids                                                                         idFields
 }
 
 // Decode validates recs[i] and appends each valid event to out.Events and
@@ -92,6 +99,7 @@ func (d *Decoder) Decode(opt Options, recs [][]byte, out *store.Batch) []Failure
 	out.Events = slices.Grow(out.Events, len(recs))
 	var fails []Failure
 	for i, rec := range recs {
+		d.idx = i
 		if d.record(&opt, rec, out) {
 			continue
 		}
@@ -210,7 +218,9 @@ func (d *Decoder) locate(obj *fastjson.Object, f *fields) {
 		case "token":
 			slot = &f.token
 		default:
-			continue
+			if slot = f.ids.slot(m.k); slot == nil {
+				continue
+			}
 		}
 		if *slot == nil {
 			*slot = m.v
@@ -292,9 +302,19 @@ func (d *Decoder) event(opt *Options, f *fields, name string, nowMs int64, out *
 	if !ok {
 		return false
 	}
-	did, ok := d.distinctID(f)
-	if !ok {
-		return false
+	var did, user, device string
+	derived := false
+	if opt.Mode == identity.Simplified {
+		did, user, device, derived = d.simplifiedID(f)
+	}
+	if !derived {
+		if opt.Mode == identity.Original && name == "$identify" && f.distinctID == nil && f.altDistinctID == nil {
+			// distinct_id is optional on $identify: it is the identified id.
+			f.distinctID = f.ids.identifiedID
+		}
+		if did, ok = d.distinctID(f); !ok {
+			return false
+		}
 	}
 	iid, ok := d.insertIDValue(f.insertID)
 	if !ok {
@@ -302,6 +322,10 @@ func (d *Decoder) event(opt *Options, f *fields, name string, nowMs int64, out *
 	}
 	props, ok := d.emitProps(false)
 	if !ok {
+		return false
+	}
+	// Last check: the change refers to the event about to be appended.
+	if !d.identityChange(opt, f, name, did, user, device, out) {
 		return false
 	}
 	ev := store.Event{Name: name, DistinctID: did, TimeMs: ms, InsertID: iid, Props: props, IngestMs: nowMs}

@@ -48,7 +48,7 @@ func (d *Decoder) merge(opt *Options, f *fields, nowMs int64, out *store.Batch) 
 	if !ok {
 		return false
 	}
-	out.Merges = append(out.Merges, store.Merge{DistinctIDs: ids, TimeMs: ms, IngestMs: nowMs, Props: props})
+	out.Merges = append(out.Merges, store.Merge{DistinctIDs: ids, TimeMs: ms, IngestMs: nowMs, Props: props, Ref: d.idx})
 	return true
 }
 

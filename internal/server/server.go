@@ -15,6 +15,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/api"
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/commit"
+	"github.com/tributary-dev/tributary/ingest/identity"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 	"github.com/tributary-dev/tributary/internal/config"
@@ -95,6 +96,20 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store
 	st, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Threads: 1, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store %s: %w", path, err)
+	}
+	// A project's ID management mode is fixed once it holds data: a config
+	// edit that changes it must stop the server, not re-read old clusters
+	// under new rules.
+	for i := range cfg.Projects {
+		p := &cfg.Projects[i]
+		mode := identity.Simplified
+		if p.IDManagement == config.IDOriginal {
+			mode = identity.Original
+		}
+		if err := st.SetMode(ctx, p.ID, mode); err != nil {
+			_ = st.Close()
+			return nil, fmt.Errorf("config %s: projects[%d].id_management: %w", cfg.File(), i, err)
+		}
 	}
 	return st, nil
 }

@@ -1,0 +1,152 @@
+package api
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/tributary-dev/tributary/ingest/profile"
+	"github.com/tributary-dev/tributary/ingest/record"
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
+)
+
+// profileProject is the updates of one request for one project.
+type profileProject struct {
+	project *config.Project
+	batch   store.Batch // Profiles[i].Ref is the request index
+}
+
+// handleProfiles serves /engage (user profiles) and /groups: token auth
+// per update ($token), the body encodings of /track, and the legacy 1/0
+// answer (verbose=1: JSON). Updates apply in request order and are
+// durable when the answer is sent; strict=1 answers 400 with
+// failed_records when any update failed.
+func (s *Server) handleProfiles(kind profile.Kind) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodGet && r.Method != http.MethodPost {
+			writeTrackError(w, http.StatusMethodNotAllowed, "use GET or POST")
+			return
+		}
+		buf := s.bufs.Get().(*bytes.Buffer)
+		buf.Reset()
+		defer s.bufs.Put(buf)
+		if r.Method == http.MethodPost {
+			if err := readBody(r, buf, maxBodyBytes); err != nil {
+				s.trackRejected(w, r.URL.Query().Get("verbose") == "1", err)
+				return
+			}
+		}
+		tr, err := parseTrack(r, buf.Bytes())
+		if err != nil {
+			s.trackRejected(w, tr.verbose || r.URL.Query().Get("verbose") == "1", err)
+			return
+		}
+		recs, err := record.Split(tr.body, tr.ndjson, s.limits, nil)
+		if err == nil && len(recs) == 0 {
+			err = fmt.Errorf("%w: the request contains no updates", errBadBody)
+		}
+		if err != nil {
+			s.trackRejected(w, tr.verbose, err)
+			return
+		}
+		parts, failures := s.parseProfiles(kind, recs)
+		for _, pp := range parts {
+			if pp.project.Region != s.cfg.Region {
+				writeTrackError(w, http.StatusForbidden, residencyMessage(pp.project, s.cfg.Region))
+				return
+			}
+		}
+		for _, pp := range parts {
+			n := int64(0)
+			for _, u := range pp.batch.Profiles {
+				n += int64(len(recs[u.Ref]))
+			}
+			if !s.limiter.Allow(pp.project.ID, n, int64(pp.project.RateLimit.BytesPerMinute)) {
+				writeTrackError(w, http.StatusTooManyRequests, "Project exceeded rate limits. Please retry the request with exponential backoff.")
+				return
+			}
+		}
+		for i, pp := range parts {
+			res, err := s.commit(r.Context(), pp.batch)
+			if err != nil {
+				s.log.Error("profile commit failed", "project", pp.project.ID, "updates", len(pp.batch.Profiles), "err", err)
+				msg := "the updates could not be stored; nothing from this request was applied, retry"
+				if i > 0 {
+					msg = fmt.Sprintf("the updates of project %d could not be stored; retry them", pp.project.ID)
+				}
+				writeTrackError(w, http.StatusServiceUnavailable, msg)
+				return
+			}
+			for _, rj := range res.Rejected {
+				failures = append(failures, profileFailure(rj.Ref, rj.Err))
+			}
+			s.met.accepted.Add(int64(res.Profiles), strconv.FormatInt(pp.project.ID, 10))
+		}
+		slices.SortFunc(failures, func(a, b record.Failure) int { return a.Index - b.Index })
+		if tr.strict && len(failures) > 0 {
+			writeJSON(w, http.StatusBadRequest, strictInvalid{
+				Code: 400, Error: "some updates in the request failed validation", Status: "Bad Request",
+				Imported: len(recs) - len(failures), Failed: failures,
+			})
+			return
+		}
+		msg := ""
+		if len(failures) > 0 {
+			f := failures[0]
+			msg = fmt.Sprintf("%d of %d updates failed; first: update %d: %s", len(failures), len(recs), f.Index, f.Message)
+		}
+		writeLegacy(w, tr.verbose, len(failures) < len(recs), msg)
+	}
+}
+
+// parseProfiles parses each update and sorts it by the project its
+// $token names.
+func (s *Server) parseProfiles(kind profile.Kind, recs [][]byte) ([]*profileProject, []record.Failure) {
+	var (
+		ps     profile.Parser
+		parts  []*profileProject
+		failed []record.Failure
+	)
+	for i, rec := range recs {
+		var u profile.Update
+		var err error
+		if kind == profile.User {
+			u, err = ps.ParseUser(rec)
+		} else {
+			u, err = ps.ParseGroup(rec)
+		}
+		if err != nil {
+			failed = append(failed, profileFailure(i, err))
+			continue
+		}
+		proj, ok := s.auth.ProjectByToken(u.Token)
+		if !ok {
+			failed = append(failed, record.Failure{Index: i, Field: "$token", Message: "'$token' is invalid: not the token of any project on this server"})
+			continue
+		}
+		var pp *profileProject
+		for _, c := range parts {
+			if c.project == proj {
+				pp = c
+			}
+		}
+		if pp == nil {
+			pp = &profileProject{project: proj, batch: store.Batch{Project: proj.ID}}
+			parts = append(parts, pp)
+		}
+		pp.batch.Profiles = append(pp.batch.Profiles, store.ProfileUpdate{Update: u, Ref: i})
+	}
+	return parts, failed
+}
+
+func profileFailure(i int, err error) record.Failure {
+	f := record.Failure{Index: i, Message: err.Error()}
+	if fe, ok := errors.AsType[*profile.FieldError](err); ok {
+		f.Field, f.Message = fe.Field, fe.Message
+	}
+	return f
+}
