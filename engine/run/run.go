@@ -21,13 +21,13 @@ import (
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/mapping"
+	"github.com/tributary-dev/tributary/ingest/lookup"
+	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
-// ErrNotSupported marks import types whose records the store cannot hold
-// yet (profiles, groups and lookup tables arrive with the identity and
-// profiles issue).
-var ErrNotSupported = errors.New("import type not supported by the store yet")
+// ErrNotSupported marks import types a run cannot handle.
+var ErrNotSupported = errors.New("import type not supported")
 
 // Stats summarise a run.
 type Stats struct {
@@ -68,7 +68,9 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 	}
 	st := Stats{RunID: runID, Started: now()}
 	defer func() { st.Duration = now().Sub(st.Started) }()
-	if im.ImportType != importspec.EventStream {
+	switch im.ImportType {
+	case importspec.EventStream, importspec.People, importspec.Groups, importspec.LookupTable:
+	default:
 		return st, fmt.Errorf("import %s: %w: %s", im.ID, ErrNotSupported, im.ImportType)
 	}
 	src, err := r.Registry.Open(ctx, im.SourceConfig())
@@ -87,6 +89,17 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 	var m *mapping.Mapper
 	var out mapping.Records
 	var v mapping.Validator
+	var pv mapping.ProfileValidator
+	var table *lookup.Builder
+	if im.ImportType == importspec.LookupTable {
+		cols := []string{im.PropertyKeyColumnName}
+		for _, c := range schema.Columns {
+			if c.Name != im.PropertyKeyColumnName {
+				cols = append(cols, c.Name)
+			}
+		}
+		table = lookup.NewBuilder(cols, lookup.Options{})
+	}
 	var batch store.Batch
 	err = src.Read(ctx, req, func(rec arrow.RecordBatch) error {
 		if m == nil {
@@ -96,8 +109,21 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 		}
 		out.Reset()
 		m.Map(rec, &out)
-		batch = store.Batch{Project: im.ProjectID, Events: batch.Events[:0]}
-		fails := v.Events(im.ProjectID, now(), &out, st.RowsRead, &batch)
+		batch = store.Batch{Project: im.ProjectID, Events: batch.Events[:0], Profiles: batch.Profiles[:0]}
+		var fails []mapping.RowError
+		switch im.ImportType {
+		case importspec.People:
+			fails = pv.Profiles(profile.User, &out, st.RowsRead, &batch)
+		case importspec.Groups:
+			fails = pv.Profiles(profile.Group, &out, st.RowsRead, &batch)
+		case importspec.LookupTable:
+			var err error
+			if fails, err = pv.Lookup(&out, st.RowsRead, table); err != nil {
+				return connectors.Permanent(fmt.Errorf("lookup table %s: %w", im.LookupTableID, err))
+			}
+		default:
+			fails = v.Events(im.ProjectID, now(), &out, st.RowsRead, &batch)
+		}
 		st.RowsRead += rec.NumRows()
 		st.Bytes += int64(len(out.Buf))
 		st.Failed += int64(len(fails))
@@ -106,14 +132,22 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 				st.Failures = append(st.Failures, f)
 			}
 		}
-		if len(batch.Events) == 0 {
+		if len(batch.Events) == 0 && len(batch.Profiles) == 0 {
 			return nil
 		}
 		// Durable before the next batch is read: a crash loses at most
-		// the batch in flight, and re-reading it is absorbed by dedup.
+		// the batch in flight, and re-reading it is absorbed by dedup
+		// (profile $set updates are idempotent).
 		res, err := r.Store.Write(ctx, []store.Batch{batch})
 		if err != nil {
 			return fmt.Errorf("write: %w", err)
+		}
+		st.Imported += int64(res.Profiles)
+		for _, rj := range res.Rejected {
+			st.Failed++
+			if len(st.Failures) < maxFailures {
+				st.Failures = append(st.Failures, mapping.RowError{Row: int64(rj.Ref), Message: rj.Err.Error()})
+			}
 		}
 		st.Imported += int64(res.Inserted)
 		st.Duplicates += int64(res.Duplicates)
@@ -121,6 +155,13 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 	})
 	if err != nil {
 		return st, fmt.Errorf("import %s: %w", im.ID, err)
+	}
+	if table != nil {
+		// A lookup table is replaced whole, once every row is read.
+		if err := r.Store.ReplaceLookup(ctx, im.ProjectID, im.LookupTableID, table.Table()); err != nil {
+			return st, fmt.Errorf("import %s: replace lookup table: %w", im.ID, err)
+		}
+		st.Imported = int64(table.Table().Len())
 	}
 	if r.Log != nil {
 		r.Log.Info("sync finished", "import", im.ID, "run", runID, "rows", st.RowsRead,

@@ -2,7 +2,6 @@ package run
 
 import (
 	"context"
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/tributary-dev/tributary/connectors/duckdb"
 	"github.com/tributary-dev/tributary/connectors/kinds"
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 )
@@ -66,9 +66,67 @@ func TestDemoEventsSyncTwice(t *testing.T) {
 	if err != nil || n != 20000 || tagged != 20000 {
 		t.Fatalf("stored %d events, %d tagged by the first run (err %v)", n, tagged, err)
 	}
-	people := *im
-	people.ImportType = importspec.People
-	if _, err := r.Run(ctx, &people, project, "run-3"); !errors.Is(err, ErrNotSupported) {
-		t.Fatalf("people import: %v, want ErrNotSupported", err)
+}
+
+// People, groups and lookup-table imports of the demo warehouse land in
+// the real store: 500 user profiles, 40 company groups, 100 items.
+func TestDemoProfilesAndLookup(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	wh := filepath.Join(dir, "demo-warehouse.duckdb")
+	if _, err := duckdb.SeedDemo(ctx, wh); err != nil {
+		t.Fatal(err)
+	}
+	st, err := duckstore.Open(ctx, filepath.Join(dir, "store.duckdb"), duckstore.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	r := &Runner{Registry: kinds.Registry(), Store: st}
+	project := importspec.Project{ID: 1, Simplified: true}
+	for _, tc := range []struct {
+		file string
+		want int64
+	}{{"demo-users.yaml", 500}, {"demo-companies.yaml", 40}, {"demo-items.yaml", 100}} {
+		raw, err := os.ReadFile("../../configs/imports/" + tc.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.Replace(string(raw), "./data/demo-warehouse.duckdb", wh, 1)
+		im, err := importspec.Parse(tc.file, []byte(text), kinds.Registry(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.Run(ctx, im, project, "run-"+tc.file)
+		if err != nil || got.Imported != tc.want || got.Failed != 0 {
+			t.Fatalf("%s: %+v, %v; want %d imported", tc.file, got, err, tc.want)
+		}
+	}
+	count := func(q store.ProfileScan) (n int, sample string) {
+		err := st.ScanProfiles(ctx, q, func(p *store.StoredProfile) error {
+			n++
+			sample = string(p.Props)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n, sample
+	}
+	if n, sample := count(store.ProfileScan{Project: 1, Kind: profile.User}); n != 500 || !strings.Contains(sample, `"$email":`) {
+		t.Fatalf("%d user profiles, sample %s", n, sample)
+	}
+	if n, _ := count(store.ProfileScan{Project: 1, Kind: profile.Group, GroupKey: "company_id"}); n != 40 {
+		t.Fatalf("%d company groups, want 40", n)
+	}
+	rows := 0
+	if err := st.ScanLookup(ctx, 1, "items", func(key string, row []byte) error {
+		if !strings.Contains(string(row), `"sku":"`+key+`"`) {
+			t.Errorf("row %s lacks its key %s", row, key)
+		}
+		rows++
+		return nil
+	}); err != nil || rows != 100 {
+		t.Fatalf("lookup rows %d, %v", rows, err)
 	}
 }

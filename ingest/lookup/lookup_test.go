@@ -225,3 +225,26 @@ func TestGzipAndReadErrors(t *testing.T) {
 		t.Fatalf("truncated gzip: %v", err)
 	}
 }
+
+func TestBuilder(t *testing.T) {
+	b := NewBuilder([]string{"id", "price"}, Options{})
+	if err := b.Add("a", []byte(`{"price":1.5}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Add("b", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []struct{ key, props string }{{"", `{}`}, {"a", `{}`}, {"c", `[]`}} {
+		if err := b.Add(bad.key, []byte(bad.props)); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Add(%q, %s) = %v, want ErrInvalid", bad.key, bad.props, err)
+		}
+	}
+	tb := b.Table()
+	if row, _ := tb.Lookup("a"); string(row) != `{"id":"a","price":1.5}` || tb.Len() != 2 || string(tb.Row(1)) != `{"id":"b"}` {
+		t.Fatalf("rows %s %s", row, tb.Row(1))
+	}
+	small := NewBuilder([]string{"id"}, Options{MaxBytes: 10})
+	if err := small.Add("long-key-x", []byte(`{"v":1}`)); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("over the limit: %v", err)
+	}
+}

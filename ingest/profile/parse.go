@@ -12,6 +12,9 @@ import (
 // is ready. Returned Updates never point into the Parser's memory.
 type Parser struct {
 	p fastjson.Parser
+	// NoToken accepts updates without $token: warehouse imports know
+	// their project from the import, not from each row.
+	NoToken bool
 }
 
 // ParseUser parses one /engage update object.
@@ -58,7 +61,7 @@ func (ps *Parser) parse(data []byte, kind Kind) (Update, error) {
 	if f.err != nil {
 		return Update{}, f.err
 	}
-	return f.build(kind)
+	return f.build(kind, ps.NoToken)
 }
 
 // fields collects the top-level members of one update. A repeated key keeps
@@ -105,15 +108,17 @@ func (f *fields) take(key []byte, v *fastjson.Value) {
 	}
 }
 
-func (f *fields) build(kind Kind) (Update, error) {
+func (f *fields) build(kind Kind, noToken bool) (Update, error) {
 	u := Update{Kind: kind}
 	var err error
 	tok := f.token
 	if tok == nil { // the Go SDK's older group payloads say "token"
 		tok = f.tokenAlt
 	}
-	if u.Token, err = requiredString("$token", tok); err != nil {
-		return Update{}, err
+	if tok != nil || !noToken {
+		if u.Token, err = requiredString("$token", tok); err != nil {
+			return Update{}, err
+		}
 	}
 	if kind == User {
 		if u.DistinctID, err = idText("$distinct_id", f.distinct); err != nil {
