@@ -93,3 +93,29 @@ func TestValidateWithoutConnecting(t *testing.T) {
 		t.Fatalf("err %v, stderr:\n%s", err, errOut.String())
 	}
 }
+
+// TestSourcesTest: the check connects, describes and reads one row of the
+// demo table, and classifies a missing table as a permanent problem.
+func TestSourcesTest(t *testing.T) {
+	dir := demoDir(t)
+	var out, errOut bytes.Buffer
+	if err := sourcesTest(context.Background(), []string{"test", "-c", "configs/imports/demo-events.yaml"}, &out, &errOut); err != nil {
+		t.Fatalf("%v\n%s%s", err, out.String(), errOut.String())
+	}
+	for _, want := range []string{"ok    connect", "ok    discover", "ok    columns", "ok    read",
+		"duckdb source, main.app_events", "1 sample row(s) read", "event_time"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "configs/imports/demo-events.yaml"))
+	missing := filepath.Join(dir, "configs/imports/missing.yaml")
+	os.WriteFile(missing, []byte(strings.Replace(string(b), "main.app_events", "main.no_such_table", 1)), 0o644)
+	out.Reset()
+	if err := sourcesTest(context.Background(), []string{"test", "-c", missing}, &out, &errOut); err == nil {
+		t.Fatalf("a missing table passed:\n%s", out.String())
+	}
+	if !strings.Contains(out.String(), "FAIL  discover") || !strings.Contains(out.String(), "permanent") {
+		t.Errorf("missing table not reported as a permanent discover failure:\n%s", out.String())
+	}
+}

@@ -26,6 +26,7 @@ commands:
   validate -c IMPORT.yaml [-c …] [--config FILE]          check import files without connecting
   preview -c IMPORT.yaml [--config FILE] [--limit 20] [--format table|ndjson]
                                                           map a sample of the table; writes nothing
+  sources test -c IMPORT.yaml                             check the source: connect, describe, read a row
 `
 
 func main() {
@@ -58,6 +59,10 @@ func run(args []string, stderr io.Writer) error {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		return previewCmd(ctx, args[1:], os.Stdout, stderr)
+	case "sources":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return sourcesTest(ctx, args[1:], os.Stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return nil
