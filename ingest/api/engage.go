@@ -32,17 +32,9 @@ func (s *Server) handleProfiles(kind profile.Kind) http.HandlerFunc {
 			return
 		}
 		buf := s.bufs.Get().(*bytes.Buffer)
-		buf.Reset()
 		defer s.bufs.Put(buf)
-		if r.Method == http.MethodPost {
-			if err := readBody(r, buf, maxBodyBytes); err != nil {
-				s.trackRejected(w, r.URL.Query().Get("verbose") == "1", err)
-				return
-			}
-		}
-		tr, err := parseTrack(r, buf.Bytes())
-		if err != nil {
-			s.trackRejected(w, tr.verbose || r.URL.Query().Get("verbose") == "1", err)
+		tr, ok := s.readTrack(w, r, buf)
+		if !ok {
 			return
 		}
 		recs, err := record.Split(tr.body, tr.ndjson, s.limits, nil)

@@ -100,6 +100,24 @@ func remoteIP(r *http.Request) string {
 	return host
 }
 
+// readTrack reads a /track, /engage or /groups request into buf and finds
+// its payload; on failure it has answered.
+func (s *Server) readTrack(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) (trackRequest, bool) {
+	buf.Reset()
+	if r.Method == http.MethodPost {
+		if err := readBody(r, buf, maxBodyBytes); err != nil {
+			s.trackRejected(w, r.URL.Query().Get("verbose") == "1", err)
+			return trackRequest{}, false
+		}
+	}
+	tr, err := parseTrack(r, buf.Bytes())
+	if err != nil {
+		s.trackRejected(w, tr.verbose || r.URL.Query().Get("verbose") == "1", err)
+		return tr, false
+	}
+	return tr, true
+}
+
 // trackProject is the decoded share of one project in a /track request.
 type trackProject struct {
 	group   *trackGroup
@@ -114,19 +132,12 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	buf := s.bufs.Get().(*bytes.Buffer)
-	buf.Reset()
 	defer s.bufs.Put(buf)
-	if r.Method == http.MethodPost {
-		if err := readBody(r, buf, maxBodyBytes); err != nil {
-			s.trackRejected(w, r.URL.Query().Get("verbose") == "1", err)
-			return
-		}
-	}
-	tr, err := parseTrack(r, buf.Bytes())
-	if err != nil {
-		s.trackRejected(w, tr.verbose || r.URL.Query().Get("verbose") == "1", err)
+	tr, ok := s.readTrack(w, r, buf)
+	if !ok {
 		return
 	}
+	var err error
 	dec := s.decoders.Get().(*decodeState)
 	defer s.decoders.Put(dec)
 	dec.recs, err = record.Split(tr.body, tr.ndjson, s.limits, dec.recs[:0])
