@@ -4,6 +4,7 @@ package kinds
 
 import (
 	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/connectors/bigquery"
 	"github.com/tributary-dev/tributary/connectors/duckdb"
 	"github.com/tributary-dev/tributary/connectors/postgres"
 	"github.com/tributary-dev/tributary/connectors/snowflake"
@@ -11,5 +12,5 @@ import (
 
 // Registry returns a registry of all source kinds.
 func Registry() *connectors.Registry {
-	return connectors.NewRegistry(duckdb.Kind(), postgres.Kind(), snowflake.Kind())
+	return connectors.NewRegistry(bigquery.Kind(), duckdb.Kind(), postgres.Kind(), snowflake.Kind())
 }
