@@ -6,16 +6,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/identity"
 	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/ingest/store"
-	"github.com/tributary-dev/tributary/internal/config"
 )
-
-// idMode is the identity mode the decoder applies for a project.
-func idMode(p *config.Project) identity.Mode {
-	if p.IDManagement == config.IDOriginal {
-		return identity.Original
-	}
-	return identity.Simplified
-}
 
 // rejectionFailures turns records the store refused (a merge over the
 // cluster limit) into failed_records items; idx maps a Ref to the

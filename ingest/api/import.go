@@ -105,7 +105,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		AllowMerge: p.Method != auth.ProjectToken,
 		Strict:     mode.strict,
 		Now:        s.now(),
-		Mode:       idMode(p.Project),
+		Mode:       p.Project.IDMode(),
 	}, dec.recs, &dec.batch)
 	accepted := len(dec.batch.Events) + len(dec.batch.Merges)
 	project := strconv.FormatInt(p.Project.ID, 10)

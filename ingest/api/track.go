@@ -185,7 +185,7 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 		// with a secret, service account or OAuth, never by token alone.
 		fails := pd.d.Decode(record.Options{
 			Project: g.project.ID, Token: g.project.Token, AllowMerge: false, Strict: false, Now: now,
-			Mode: idMode(g.project),
+			Mode: g.project.IDMode(),
 		}, g.recs, &pd.batch)
 		part := trackProject{group: g, dec: pd, project: strconv.FormatInt(g.project.ID, 10)}
 		part.tooOld = dropOldWithChanges(&pd.batch, now.Add(-trackMaxAge).UnixMilli())

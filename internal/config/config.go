@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tributary-dev/tributary/ingest/identity"
 )
 
 // Region is where a server (and a project's data) lives.
@@ -90,6 +92,14 @@ type LookupTable struct {
 	Property string `yaml:"property"` // the event or user property whose value is the key
 	// MapsTo is "event" (default) or "user": whose property Property is.
 	MapsTo string `yaml:"maps_to"`
+}
+
+// IDMode is the project's ID management as the identity package names it.
+func (p *Project) IDMode() identity.Mode {
+	if p.IDManagement == IDOriginal {
+		return identity.Original
+	}
+	return identity.Simplified
 }
 
 // LookupTable returns the project's lookup table with that id.

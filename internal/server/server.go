@@ -15,7 +15,6 @@ import (
 	"github.com/tributary-dev/tributary/ingest/api"
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/commit"
-	"github.com/tributary-dev/tributary/ingest/identity"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 	"github.com/tributary-dev/tributary/internal/config"
@@ -101,12 +100,7 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store
 	// edit that changes it must stop the server, not re-read old clusters
 	// under new rules.
 	for i := range cfg.Projects {
-		p := &cfg.Projects[i]
-		mode := identity.Simplified
-		if p.IDManagement == config.IDOriginal {
-			mode = identity.Original
-		}
-		if err := st.SetMode(ctx, p.ID, mode); err != nil {
+		if err := st.SetMode(ctx, cfg.Projects[i].ID, cfg.Projects[i].IDMode()); err != nil {
 			_ = st.Close()
 			return nil, fmt.Errorf("config %s: projects[%d].id_management: %w", cfg.File(), i, err)
 		}

@@ -82,9 +82,6 @@ func crashChild(path string) {
 // batch is stored whole, every other batch is whole or absent, and nothing
 // is stored twice, including batches a client re-sends after the crash.
 func TestKillNineLosesNothing(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
 	path := filepath.Join(t.TempDir(), "crash.duckdb")
 	acked := map[int]bool{}
 	next := 0

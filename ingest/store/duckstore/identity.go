@@ -207,7 +207,7 @@ func (s *Store) applyChange(project int64, c identity.Change) error {
 	if mode == identity.Original {
 		for _, old := range before {
 			if old != after {
-				s.moveProfile(project, old, after)
+				s.scratch.moves = append(s.scratch.moves, profileMove{project, old, after})
 			}
 		}
 	}

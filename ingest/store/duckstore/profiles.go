@@ -138,21 +138,17 @@ func (s *Store) applyProfile(ctx context.Context, project int64, u *store.Profil
 	return nil, nil
 }
 
-// moveProfile merges old's user profile into canonical's after a merge
-// moved the cluster's canonical id: canonical's own values win, and old's
-// profile is deleted. If the merged profile would break the property limit
-// both stay as they are (reads show canonical's).
-func (s *Store) moveProfile(project int64, old, canonical string) {
-	s.scratch.moves = append(s.scratch.moves, profileMove{project, old, canonical})
-}
-
+// profileMove asks applyMoves to fold old's user profile into canonical's.
 type profileMove struct {
 	project        int64
 	old, canonical string
 }
 
 // applyMoves performs the profile merges that identity changes of this
-// write asked for; it runs after the changes, before profile updates.
+// write asked for, after the changes and before profile updates: old's
+// profile is folded into canonical's (canonical's own values win) and
+// deleted. If the merged profile would break the property limit both stay
+// as they are (reads show canonical's).
 func (s *Store) applyMoves(ctx context.Context, nowMs int64) error {
 	moves := s.scratch.moves
 	s.scratch.moves = moves[:0]
