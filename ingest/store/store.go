@@ -70,6 +70,8 @@ type Batch struct {
 	Merges   []Merge
 	Changes  []Change        // identity changes that events carry
 	Profiles []ProfileUpdate // /engage and /groups updates, in request order
+	// Checkpoint, when set, commits with the batch's records (see Syncs).
+	Checkpoint *Checkpoint
 }
 
 // WriteResult counts what a write did. Duplicates were acknowledged but not
@@ -123,6 +125,7 @@ type Store interface {
 	Identities
 	Profiles
 	Lookups
+	Syncs
 	// Ping reports whether the store can serve reads and writes.
 	Ping(ctx context.Context) error
 	Close() error

@@ -102,6 +102,13 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS lookup_tables (
 		project BIGINT NOT NULL, id VARCHAR NOT NULL, columns VARCHAR NOT NULL, rows BIGINT NOT NULL, updated_ms BIGINT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS lookup_rows (project BIGINT NOT NULL, table_id VARCHAR NOT NULL, key VARCHAR NOT NULL, row VARCHAR NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS checkpoints (project BIGINT NOT NULL, import VARCHAR NOT NULL, value BLOB NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS sync_runs (
+		id VARCHAR NOT NULL, project BIGINT NOT NULL, import VARCHAR NOT NULL, trigger VARCHAR NOT NULL,
+		period VARCHAR NOT NULL, status VARCHAR NOT NULL, reason VARCHAR NOT NULL,
+		started_ms BIGINT NOT NULL, ended_ms BIGINT NOT NULL, rows_read BIGINT NOT NULL, imported BIGINT NOT NULL,
+		duplicate BIGINT NOT NULL, failed BIGINT NOT NULL, bytes BIGINT NOT NULL, failures VARCHAR NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS import_docs (project BIGINT NOT NULL, id VARCHAR NOT NULL, doc VARCHAR NOT NULL)`,
 }
 
 // Store is a store.Store backed by one DuckDB file.
@@ -128,6 +135,7 @@ type Store struct {
 
 	graphs  graphs          // identity state per project (identity.go)
 	pending pendingProfiles // profile states logged, not yet in the table
+	syncs   syncState       // checkpoints and the run-start lock (syncs.go)
 	// broken stops writes after one left state ahead of the log (Write).
 	broken error
 
@@ -250,6 +258,9 @@ func (s *Store) init(ctx context.Context) error {
 	}
 	s.nextSeq++
 	if err := s.loadIdentity(ctx); err != nil {
+		return err
+	}
+	if err := s.loadCheckpoints(ctx); err != nil {
 		return err
 	}
 	return s.loadKeys(ctx)

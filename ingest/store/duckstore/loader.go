@@ -206,6 +206,7 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 	}()
 	rows := 0
 	profs := map[profileKey]profileState{}
+	cks := map[checkpointKey][]byte{}
 	err = s.wal.Replay(from, func(lsn uint64, payload []byte) error {
 		if rows >= loadTxnRows {
 			return errTxnFull
@@ -237,6 +238,10 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 					profileState{deleted: p.deleted, props: bytes.Clone(p.props), updatedMs: p.updatedMs}
 				return nil
 			},
+			checkpoint: func(ck *logCheckpoint) error {
+				cks[checkpointKey{ck.project, string(ck.importID)}] = bytes.Clone(ck.val)
+				return nil
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("log entry %d: %w", lsn, err)
@@ -260,6 +265,9 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		}
 	}
 	if err := writeProfiles(ctx, c, profs); err != nil {
+		return 0, 0, err
+	}
+	if err := writeCheckpoints(ctx, c, cks); err != nil {
 		return 0, 0, err
 	}
 	if last == 0 {

@@ -16,7 +16,8 @@ import (
 // Entries written since identity and profiles landed go on (older ones end
 // here): nChanges, then per change: project, kind, a, b, seq; nProfiles,
 // then per profile state: project, kind, group_key, id, deleted (0|1),
-// props, updated_ms.
+// props, updated_ms. Entries with sync checkpoints go on (older ones end
+// here): nCheckpoints, then per checkpoint: project, import id, value.
 
 type logEvent struct {
 	project, timeMs, ingestMs, seq int64
@@ -31,6 +32,11 @@ type logChange struct {
 	a, b         []byte
 }
 
+type logCheckpoint struct {
+	project       int64
+	importID, val []byte
+}
+
 type logProfile struct {
 	project, updatedMs int64
 	kind               uint8
@@ -41,10 +47,11 @@ type logProfile struct {
 
 // entryVisitor receives the rows of an entry; nil funcs skip their kind.
 type entryVisitor struct {
-	event   func(*logEvent) error
-	merge   func(*logMerge) error
-	change  func(*logChange) error
-	profile func(*logProfile) error
+	event      func(*logEvent) error
+	merge      func(*logMerge) error
+	change     func(*logChange) error
+	profile    func(*logProfile) error
+	checkpoint func(*logCheckpoint) error
 }
 
 type logMerge struct {
@@ -162,7 +169,7 @@ func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 		dst = binary.AppendVarint(dst, seq+int64(i))
 	}
 	seq += int64(len(sc.merges))
-	if len(sc.changes) == 0 && len(sc.profiles) == 0 {
+	if len(sc.changes) == 0 && len(sc.profiles) == 0 && len(sc.checkpoints) == 0 {
 		return dst // the old layout, which every build reads
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(sc.changes)))
@@ -186,6 +193,15 @@ func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 		}
 		dst = appendBytes(dst, p.state.props)
 		dst = binary.AppendVarint(dst, p.state.updatedMs)
+	}
+	if len(sc.checkpoints) == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(sc.checkpoints)))
+	for _, c := range sc.checkpoints {
+		dst = binary.AppendVarint(dst, c.project)
+		dst = appendStr(dst, c.importID)
+		dst = appendBytes(dst, c.val)
 	}
 	return dst
 }
@@ -274,6 +290,23 @@ func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 			}
 		}
 		rows++
+	}
+	if r.err != nil || len(r.b) == 0 {
+		return rows, r.err
+	}
+	var c2 logCheckpoint
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		c2.project = r.varint()
+		c2.importID = r.bytes()
+		c2.val = r.bytes()
+		if r.err != nil {
+			break
+		}
+		if v.checkpoint != nil {
+			if err := v.checkpoint(&c2); err != nil {
+				return rows, err
+			}
+		}
 	}
 	return rows, r.err
 }

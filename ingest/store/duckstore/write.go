@@ -28,6 +28,7 @@ type writeScratch struct {
 	moves        []profileMove      // profile merges the changes asked for
 	profiles     []profileRow       // profile states to log
 	dirty        map[profileKey]int // index in profiles
+	checkpoints  []checkpointRow    // sync checkpoints to log
 }
 
 func (sc *writeScratch) reset() {
@@ -111,7 +112,7 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
 	sc := &s.scratch
-	if len(sc.rows) == 0 && len(sc.merges) == 0 && len(sc.changes) == 0 && len(sc.profiles) == 0 {
+	if len(sc.rows) == 0 && len(sc.merges) == 0 && len(sc.changes) == 0 && len(sc.profiles) == 0 && len(sc.checkpoints) == 0 {
 		// Only duplicates, rejections or nothing: plan changed no state.
 		return res, nil
 	}
@@ -132,6 +133,7 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 		}
 		s.pending.mu.Unlock()
 	}
+	s.noteCheckpoints(sc.checkpoints)
 	s.applyMu.Lock()
 	s.unapplied += int64(len(sc.entry))
 	s.applyMu.Unlock()
@@ -248,6 +250,9 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 				continue
 			}
 			br.Profiles++
+		}
+		if c := b.Checkpoint; c != nil {
+			sc.checkpoints = append(sc.checkpoints, checkpointRow{project: b.Project, importID: c.Import, val: c.Value})
 		}
 		res.Inserted += br.Inserted
 		res.Duplicates += br.Duplicates
