@@ -21,6 +21,12 @@ type Source interface {
 	Close() error
 }
 
+// Counter is implemented by sources that can count the rows a request
+// selects cheaply enough to show progress with an ETA.
+type Counter interface {
+	Count(ctx context.Context, req ReadRequest) (int64, error)
+}
+
 // Table names what to read: a table (optionally schema-qualified, or for
 // file-reading sources a path or glob) or a SQL query. Exactly one is set.
 type Table struct {
@@ -83,6 +89,19 @@ type ReadRequest struct {
 type Watermark struct {
 	Columns []string
 	Values  []any
+	// Inclusive makes the last column compare with >= instead of >: a
+	// table without a unique tie-breaking key re-reads the rows that share
+	// the last insert time (their deterministic $insert_id absorbs them),
+	// because a strict bound could skip rows committed with that time.
+	Inclusive bool
+}
+
+// Op is the comparison of column i of the watermark.
+func (w *Watermark) Op(i int) string {
+	if w.Inclusive && i == len(w.Columns)-1 {
+		return ">="
+	}
+	return ">"
 }
 
 // Validate checks the request's shape before any SQL is built.

@@ -63,7 +63,7 @@ func SelectSQL(d Dialect, from string, req ReadRequest) (string, []any) {
 				fmt.Fprintf(&b, "%s = %s AND ", QuoteIdent(w.Columns[j]), d.Placeholder(len(args)))
 			}
 			args = append(args, w.Values[i])
-			fmt.Fprintf(&b, "%s > %s)", QuoteIdent(w.Columns[i]), d.Placeholder(len(args)))
+			fmt.Fprintf(&b, "%s %s %s)", QuoteIdent(w.Columns[i]), w.Op(i), d.Placeholder(len(args)))
 		}
 	}
 	if len(req.OrderBy) > 0 {

@@ -22,6 +22,11 @@ func TestSelectSQL(t *testing.T) {
 			OrderBy: []string{"loaded_at", "id"}},
 			`SELECT * FROM t WHERE ("loaded_at" > $1) OR ("loaded_at" = $2 AND "id" > $3) ORDER BY "loaded_at", "id"`,
 			[]any{ts, ts, int64(7)}},
+		{"inclusive watermark without a key", ReadRequest{
+			After:   &Watermark{Columns: []string{"loaded_at"}, Values: []any{ts}, Inclusive: true},
+			OrderBy: []string{"loaded_at"}},
+			`SELECT * FROM t WHERE ("loaded_at" >= $1) ORDER BY "loaded_at"`,
+			[]any{ts}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -70,7 +70,7 @@ func predicate(w *connectors.Watermark, types map[string]string) (string, error)
 		for j := 0; j < i; j++ {
 			fmt.Fprintf(&b, "%s = %s AND ", quoteIdent(w.Columns[j]), lits[j])
 		}
-		fmt.Fprintf(&b, "%s > %s)", quoteIdent(w.Columns[i]), lits[i])
+		fmt.Fprintf(&b, "%s %s %s)", quoteIdent(w.Columns[i]), w.Op(i), lits[i])
 	}
 	return b.String(), nil
 }

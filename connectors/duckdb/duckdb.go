@@ -190,3 +190,17 @@ func classify(err error) error {
 	}
 	return fmt.Errorf("duckdb source: %w", err)
 }
+
+// Count implements connectors.Counter: the rows req selects, for an ETA.
+func (s *Source) Count(ctx context.Context, req connectors.ReadRequest) (int64, error) {
+	if err := req.Validate(); err != nil {
+		return 0, err
+	}
+	req.OrderBy = nil
+	query, args := connectors.SelectSQL(dialect, from(req.Table), req)
+	var n int64
+	if err := s.db.QueryRowContext(ctx, "SELECT count(*) FROM ("+query+") AS c", args...).Scan(&n); err != nil {
+		return 0, fmt.Errorf("duckdb: count %s: %w", req.Table, err)
+	}
+	return n, nil
+}

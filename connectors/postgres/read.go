@@ -232,3 +232,17 @@ func (h *sizeHint) apply(b array.Builder) {
 		h.elems.apply(x.ValueBuilder())
 	}
 }
+
+// Count implements connectors.Counter: the rows req selects, for an ETA.
+func (s *Source) Count(ctx context.Context, req connectors.ReadRequest) (int64, error) {
+	if err := req.Validate(); err != nil {
+		return 0, err
+	}
+	req.OrderBy = nil
+	query, args := connectors.SelectSQL(dialect, from(req.Table), req)
+	var n int64
+	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM ("+query+") AS c", args...).Scan(&n); err != nil {
+		return 0, classify(ctx, "count "+req.Table.String(), err)
+	}
+	return n, nil
+}

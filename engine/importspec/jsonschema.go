@@ -36,6 +36,7 @@ var fields = []field{
 	{"migrated_from", "string", "Tool whose history the table holds (needs a Simplified ID Merge project).", nil},
 	{"schedule", "string", "Cron expression, @every 15m, @hourly, @daily, @weekly, or api (manual only).", nil},
 	{"paused", "boolean", "Paused imports never run.", nil},
+	{"lookback", "string", "time_based only: re-read rows whose insert time is this long (e.g. 2h) before the watermark, to catch late rows; dedup absorbs re-reads.", nil},
 }
 
 // JSONSchema returns the JSON Schema (draft 2020-12) of an import file.

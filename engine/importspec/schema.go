@@ -33,6 +33,8 @@ func (im *Import) CheckSchema(s *connectors.Schema) error {
 	}
 	if c, ok := col("insert_time_column_name", im.InsertTimeColumnName); ok && !insertTimeType(c.Type) {
 		v.add("insert_time_column_name", c.Name, fmt.Sprintf("is %s; the insert-time column must be a timestamp, date or integer", typeName(c)))
+	} else if ok && im.Lookback != "" && integer(c.Type) {
+		v.add("lookback", c.Name, fmt.Sprintf("needs a timestamp or date insert-time column; %s is %s (its unit is unknown)", c.Name, typeName(c)))
 	}
 	if c, ok := col("json_properties_column_name", im.JSONPropertiesColumnName); ok && !jsonType(c.Type) {
 		v.add("json_properties_column_name", c.Name, fmt.Sprintf("is %s; it must hold JSON objects (JSON, text, STRUCT or MAP)", typeName(c)))

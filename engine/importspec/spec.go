@@ -7,6 +7,8 @@
 package importspec
 
 import (
+	"time"
+
 	"github.com/tributary-dev/tributary/connectors"
 )
 
@@ -59,6 +61,10 @@ type Import struct {
 	// @weekly, or api (manual syncs only).
 	Schedule string `yaml:"schedule,omitempty" json:"schedule,omitempty"`
 	Paused   bool   `yaml:"paused,omitempty" json:"paused,omitempty"`
+	// Lookback re-reads rows whose insert time is up to this long before
+	// the committed watermark (time_based only, e.g. "2h"), to catch rows
+	// that arrive late with an older insert time; dedup absorbs re-reads.
+	Lookback string `yaml:"lookback,omitempty" json:"lookback,omitempty"`
 
 	file string
 }
@@ -93,6 +99,13 @@ func tableBaseName(name string) string {
 		}
 	}
 	return name
+}
+
+// LookbackDuration is Lookback parsed (0 when unset; Validate has
+// refused an unparsable one).
+func (im *Import) LookbackDuration() time.Duration {
+	d, _ := time.ParseDuration(im.Lookback)
+	return d
 }
 
 // Project is what validation needs to know about the target project.

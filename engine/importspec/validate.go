@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/robfig/cron/v3"
 
@@ -84,6 +85,13 @@ func (v *validator) basics(reg *connectors.Registry) {
 		v.add("table_params", "", "needs table or query")
 	case tp.Name != "" && tp.Query != "":
 		v.add("table_params", "", "give table or query, not both")
+	}
+	if im.Lookback != "" {
+		if d, err := time.ParseDuration(im.Lookback); err != nil || d < 0 {
+			v.add("lookback", "", fmt.Sprintf("%q is not a duration (use e.g. 30m, 2h, 72h)", im.Lookback))
+		} else if im.SyncMode != TimeBased {
+			v.add("lookback", "", "applies to sync_mode time_based only")
+		}
 	}
 	if im.SyncMode == TimeBased && im.InsertTimeColumnName == "" {
 		v.add("insert_time_column_name", "", "is required for sync_mode time_based (rows are read past the last insert time)")

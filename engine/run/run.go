@@ -3,10 +3,12 @@
 // through the store. Runs are bounded in memory: one Arrow batch, one
 // mapped buffer and one store write are in flight at a time.
 //
-// This is the first slice of the sync engine: every run reads the whole
-// table (dedup on the deterministic $insert_id absorbs rows read before).
-// Watermarks committed with the data, run history and scheduling build on
-// it (scheduler/).
+// A time_based import reads rows past its watermark, ordered by (insert
+// time, tie key), and commits the watermark of each batch's last row in
+// the same store write as the batch's records: a crash leaves both or
+// neither, so the next run neither skips nor repeats rows. Other modes
+// re-read the table; the deterministic $insert_id makes re-read events
+// duplicates the store absorbs, and profile $set updates are idempotent.
 package run
 
 import (
@@ -16,18 +18,17 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/apache/arrow-go/v18/arrow"
-
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/mapping"
-	"github.com/tributary-dev/tributary/ingest/lookup"
-	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
 // ErrNotSupported marks import types a run cannot handle.
 var ErrNotSupported = errors.New("import type not supported")
+
+// ErrComplete refuses to run a one_time import that has already succeeded.
+var ErrComplete = errors.New("one_time import already complete")
 
 // Stats summarise a run.
 type Stats struct {
@@ -38,8 +39,12 @@ type Stats struct {
 	Failed     int64
 	Failures   []mapping.RowError // the first 100
 	Bytes      int64              // mapped record bytes
+	Retries    int                // transient source errors recovered from
 	Started    time.Time
 	Duration   time.Duration
+	// Total is the row count the source reported before reading (0 when
+	// it cannot tell), for progress and ETA.
+	Total int64
 }
 
 // Rate is rows read per second.
@@ -56,116 +61,112 @@ type Runner struct {
 	Store    store.Store
 	Log      *slog.Logger
 	Now      func() time.Time
+	// Backoff paces retries of transient source errors; zero = defaults.
+	Backoff Backoff
+}
+
+// Options are one run's choices.
+type Options struct {
+	RunID string
+	// Full ignores the watermark and re-reads the whole table (dedup
+	// absorbs what was read before); the watermark moves on as usual.
+	Full bool
+	// Progress, when set, gets the stats after every batch.
+	Progress func(Stats)
+	// Count asks the source for the row count first (for an ETA).
+	Count bool
 }
 
 const maxFailures = 100
 
-// Run syncs im once.
-func (r *Runner) Run(ctx context.Context, im *importspec.Import, project importspec.Project, runID string) (Stats, error) {
-	now := time.Now
-	if r.Now != nil {
-		now = r.Now
-	}
-	st := Stats{RunID: runID, Started: now()}
-	defer func() { st.Duration = now().Sub(st.Started) }()
+// completeMark is a one_time import's checkpoint once it has succeeded.
+const completeMark = `{"complete":true}`
+
+// Run syncs im once. Transient source errors are retried with backoff
+// inside the run, resuming from the last committed watermark; permanent
+// ones (connectors.IsPermanent) and a cancelled ctx end it at once.
+func (r *Runner) Run(ctx context.Context, im *importspec.Import, project importspec.Project, opt Options) (Stats, error) {
+	st := Stats{RunID: opt.RunID, Started: r.now()}
+	defer func() { st.Duration = r.now().Sub(st.Started) }()
 	switch im.ImportType {
 	case importspec.EventStream, importspec.People, importspec.Groups, importspec.LookupTable:
 	default:
 		return st, fmt.Errorf("import %s: %w: %s", im.ID, ErrNotSupported, im.ImportType)
 	}
-	src, err := r.Registry.Open(ctx, im.SourceConfig())
-	if err != nil {
-		return st, fmt.Errorf("import %s: connect: %w", im.ID, err)
-	}
-	defer src.Close()
-	schema, err := src.Discover(ctx, im.TableParams)
-	if err != nil {
-		return st, fmt.Errorf("import %s: discover: %w", im.ID, err)
-	}
-	if err := im.CheckSchema(schema); err != nil {
-		return st, connectors.Permanent(err)
-	}
-	req := connectors.ReadRequest{Table: im.TableParams}
-	var m *mapping.Mapper
-	var out mapping.Records
-	var v mapping.Validator
-	var pv mapping.ProfileValidator
-	var table *lookup.Builder
-	if im.ImportType == importspec.LookupTable {
-		cols := []string{im.PropertyKeyColumnName}
-		for _, c := range schema.Columns {
-			if c.Name != im.PropertyKeyColumnName {
-				cols = append(cols, c.Name)
-			}
-		}
-		table = lookup.NewBuilder(cols, lookup.Options{})
-	}
-	var batch store.Batch
-	err = src.Read(ctx, req, func(rec arrow.RecordBatch) error {
-		if m == nil {
-			if m, err = mapping.New(mapping.Options{Import: im, Project: project, RunID: runID, Schema: schema}, rec.Schema()); err != nil {
-				return connectors.Permanent(err)
-			}
-		}
-		out.Reset()
-		m.Map(rec, &out)
-		batch = store.Batch{Project: im.ProjectID, Events: batch.Events[:0], Profiles: batch.Profiles[:0]}
-		var fails []mapping.RowError
-		switch im.ImportType {
-		case importspec.People:
-			fails = pv.Profiles(profile.User, &out, st.RowsRead, &batch)
-		case importspec.Groups:
-			fails = pv.Profiles(profile.Group, &out, st.RowsRead, &batch)
-		case importspec.LookupTable:
-			var err error
-			if fails, err = pv.Lookup(&out, st.RowsRead, table); err != nil {
-				return connectors.Permanent(fmt.Errorf("lookup table %s: %w", im.LookupTableID, err))
-			}
-		default:
-			fails = v.Events(im.ProjectID, now(), &out, st.RowsRead, &batch)
-		}
-		st.RowsRead += rec.NumRows()
-		st.Bytes += int64(len(out.Buf))
-		st.Failed += int64(len(fails))
-		for _, f := range fails {
-			if len(st.Failures) < maxFailures {
-				st.Failures = append(st.Failures, f)
-			}
-		}
-		if len(batch.Events) == 0 && len(batch.Profiles) == 0 {
-			return nil
-		}
-		// Durable before the next batch is read: a crash loses at most
-		// the batch in flight, and re-reading it is absorbed by dedup
-		// (profile $set updates are idempotent).
-		res, err := r.Store.Write(ctx, []store.Batch{batch})
+	if im.SyncMode == importspec.OneTime && !opt.Full {
+		done, err := r.Complete(ctx, im)
 		if err != nil {
-			return fmt.Errorf("write: %w", err)
+			return st, err
 		}
-		st.Imported += int64(res.Profiles)
-		for _, rj := range res.Rejected {
-			st.Failed++
-			if len(st.Failures) < maxFailures {
-				st.Failures = append(st.Failures, mapping.RowError{Row: int64(rj.Ref), Message: rj.Err.Error()})
-			}
+		if done {
+			return st, fmt.Errorf("import %s: %w (sync with --full to load it again)", im.ID, ErrComplete)
 		}
-		st.Imported += int64(res.Inserted)
-		st.Duplicates += int64(res.Duplicates)
-		return nil
-	})
-	if err != nil {
-		return st, fmt.Errorf("import %s: %w", im.ID, err)
 	}
-	if table != nil {
-		// A lookup table is replaced whole, once every row is read.
-		if err := r.Store.ReplaceLookup(ctx, im.ProjectID, im.LookupTableID, table.Table()); err != nil {
-			return st, fmt.Errorf("import %s: replace lookup table: %w", im.ID, err)
+	bo := r.Backoff.withDefaults()
+	for attempt := 0; ; attempt++ {
+		a := &pass{r: r, im: im, project: project, opt: opt, st: &st}
+		err := a.run(ctx)
+		if err == nil {
+			break
 		}
-		st.Imported = int64(table.Table().Len())
+		if a.committed {
+			// A retry resumes from this run's own committed watermark.
+			opt.Full = false
+		}
+		err = fmt.Errorf("import %s: %w", im.ID, err)
+		if ctx.Err() != nil || connectors.IsPermanent(err) || attempt+1 >= bo.Attempts {
+			return st, err
+		}
+		wait := bo.delay(attempt)
+		r.log().Warn("sync: transient source error, retrying", "import", im.ID, "run", opt.RunID,
+			"attempt", attempt+1, "wait", wait.Round(time.Millisecond), "err", err)
+		st.Retries++
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return st, fmt.Errorf("import %s: %w", im.ID, ctx.Err())
+		}
 	}
-	if r.Log != nil {
-		r.Log.Info("sync finished", "import", im.ID, "run", runID, "rows", st.RowsRead,
-			"imported", st.Imported, "duplicates", st.Duplicates, "failed", st.Failed)
+	if im.SyncMode == importspec.OneTime {
+		mark := store.Batch{Project: im.ProjectID, Checkpoint: &store.Checkpoint{Import: im.ID, Value: []byte(completeMark)}}
+		if _, err := r.Store.Write(context.WithoutCancel(ctx), []store.Batch{mark}); err != nil {
+			return st, fmt.Errorf("import %s: mark complete: %w", im.ID, err)
+		}
 	}
+	r.log().Info("sync finished", "import", im.ID, "run", opt.RunID, "rows", st.RowsRead,
+		"imported", st.Imported, "duplicates", st.Duplicates, "failed", st.Failed, "retries", st.Retries)
 	return st, nil
+}
+
+// Complete reports whether a one_time import has already succeeded.
+func (r *Runner) Complete(ctx context.Context, im *importspec.Import) (bool, error) {
+	ck, err := r.Store.Checkpoint(ctx, im.ProjectID, im.ID)
+	if err != nil {
+		return false, fmt.Errorf("import %s: read checkpoint: %w", im.ID, err)
+	}
+	return string(ck) == completeMark, nil
+}
+
+// Reset forgets an import's checkpoint (its watermark, or a one_time
+// import's completion): the next run reads the table from the start.
+func (r *Runner) Reset(ctx context.Context, im *importspec.Import) error {
+	b := store.Batch{Project: im.ProjectID, Checkpoint: &store.Checkpoint{Import: im.ID}}
+	if _, err := r.Store.Write(ctx, []store.Batch{b}); err != nil {
+		return fmt.Errorf("import %s: reset checkpoint: %w", im.ID, err)
+	}
+	return nil
+}
+
+func (r *Runner) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Runner) log() *slog.Logger {
+	if r.Log != nil {
+		return r.Log
+	}
+	return slog.New(slog.DiscardHandler)
 }

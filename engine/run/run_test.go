@@ -15,8 +15,8 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 )
 
-// A full sync of the demo events table into the real embedded store, run
-// twice: the second run re-reads every row and dedup absorbs them all.
+// A sync of the demo events table into the real embedded store; an
+// incremental run then reads nothing, and a full re-read is absorbed by dedup.
 func TestDemoEventsSyncTwice(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -40,19 +40,24 @@ func TestDemoEventsSyncTwice(t *testing.T) {
 	}
 	r := &Runner{Registry: kinds.Registry(), Store: st}
 	project := importspec.Project{ID: 1, Simplified: true}
-	first, err := r.Run(ctx, im, project, "run-1")
+	first, err := r.Run(ctx, im, project, Options{RunID: "run-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.RowsRead != 20000 || first.Imported != 20000 || first.Failed != 0 {
 		t.Fatalf("first run: %+v", first)
 	}
-	second, err := r.Run(ctx, im, project, "run-2")
+	// The import is time_based: the next run reads nothing past the watermark.
+	again, err := r.Run(ctx, im, project, Options{RunID: "run-2"})
+	if err != nil || again.RowsRead != 0 {
+		t.Fatalf("incremental run after a full read: %+v, %v; want 0 rows read", again, err)
+	}
+	second, err := r.Run(ctx, im, project, Options{RunID: "run-3", Full: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if second.Imported != 0 || second.Duplicates != 20000 {
-		t.Fatalf("second run imported %d, duplicates %d; want 0 and 20000", second.Imported, second.Duplicates)
+		t.Fatalf("full re-read imported %d, duplicates %d; want 0 and 20000", second.Imported, second.Duplicates)
 	}
 	n, tagged := 0, 0
 	err = st.ScanEvents(ctx, store.Scan{Project: 1, FromMs: 0, ToMs: 1 << 62}, func(e *store.Event) error {
@@ -97,7 +102,7 @@ func TestDemoProfilesAndLookup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := r.Run(ctx, im, project, "run-"+tc.file)
+		got, err := r.Run(ctx, im, project, Options{RunID: "run-" + tc.file})
 		if err != nil || got.Imported != tc.want || got.Failed != 0 {
 			t.Fatalf("%s: %+v, %v; want %d imported", tc.file, got, err, tc.want)
 		}
