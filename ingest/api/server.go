@@ -20,6 +20,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/metrics"
+	"github.com/tributary-dev/tributary/scheduler"
 )
 
 // Deps are what the API needs from the rest of the server.
@@ -31,6 +32,8 @@ type Deps struct {
 	Metrics   *metrics.Registry
 	Logger    *slog.Logger
 	Now       func() time.Time // nil: time.Now
+	// Scheduler runs warehouse imports; nil disables the app API's import routes.
+	Scheduler *scheduler.Scheduler
 }
 
 // Server holds the handlers' shared state.
@@ -47,6 +50,7 @@ type Server struct {
 	// enrich caches lookup tables for reads; the lookup upload handler
 	// invalidates a table after replacing it.
 	enrich *enrich.Enricher
+	sched  *scheduler.Scheduler
 
 	bufs     sync.Pool // *bytes.Buffer request bodies
 	decoders sync.Pool // *decodeState
@@ -84,6 +88,7 @@ func New(d Deps) *Server {
 	s := &Server{
 		cfg: d.Config, store: d.Store, committer: d.Committer, auth: d.Auth,
 		limiter: ratelimit.New(d.Now), log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
+		sched: d.Scheduler,
 	}
 	s.enrich = enrich.New(d.Store, d.Logger)
 	s.bufs.New = func() any { return new(bytes.Buffer) }
@@ -115,6 +120,7 @@ func (s *Server) Handler() http.Handler {
 	route("/groups", "groups", cors(s.handleProfiles(profile.Group)))
 	route("/api/2.0/export", "export", s.handleExport)
 	s.queryRoutes(route)
+	s.appRoutes(route)
 	route("/lookup-tables", "lookup_tables", s.handleLookupList)
 	route("/lookup-tables/{id}", "lookup_table", s.handleLookupPut)
 	route("/oauth/token", "oauth_token", s.auth.ServeToken)

@@ -149,6 +149,16 @@ func (a *Authenticator) Request(r *http.Request, allow Allowed) (Principal, erro
 	if err != nil {
 		return Principal{}, err
 	}
+	return a.request(r, allow, projectID, hasProject)
+}
+
+// RequestFor authenticates r for a route that names the project in its
+// path (the app API): the principal must belong to that project.
+func (a *Authenticator) RequestFor(r *http.Request, allow Allowed, projectID int64) (Principal, error) {
+	return a.request(r, allow, projectID, true)
+}
+
+func (a *Authenticator) request(r *http.Request, allow Allowed, projectID int64, hasProject bool) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
 		return Principal{}, fmt.Errorf("%w: missing Authorization header", ErrUnauthorized)

@@ -44,7 +44,11 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	reg := metrics.New()
 	committer := commit.New(instrumented(st, reg), commit.Options{})
 	a := auth.New(cfg, time.Now)
-	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log})
+	sched, err := NewScheduler(ctx, cfg, imports, st, log)
+	if err != nil {
+		return err
+	}
+	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log, Scheduler: sched})
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -62,10 +66,20 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	syncCtx, stopSyncs := context.WithCancel(ctx)
-	defer stopSyncs()
-	waitSyncs := startupSyncs(syncCtx, cfg, imports, st, log)
-	defer waitSyncs() // runs before the store closes (defers run last-in first-out)
+	// Runs stop before the store closes (defers run last-in first-out):
+	// each commits its batch in flight and is marked CANCELLED.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+		defer cancel()
+		if err := sched.Stop(sctx); err != nil {
+			log.Error("stopping sync runs", "err", err)
+		}
+	}()
+	if err := sched.Start(ctx); err != nil {
+		_ = hs.Close()
+		_ = committer.Close()
+		return err
+	}
 	select {
 	case err := <-errc:
 		_ = committer.Close()

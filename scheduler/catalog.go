@@ -1,0 +1,211 @@
+package scheduler
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// Origins of an import.
+const (
+	OriginFile = "file" // declared in imports_dir
+	OriginAPI  = "api"  // created through the app API
+)
+
+type key struct {
+	project int64
+	id      string
+}
+
+// Entry is one import as the scheduler and the app API see it.
+type Entry struct {
+	Import    *importspec.Import // with the app API's changes applied
+	Project   importspec.Project
+	Origin    string
+	CreatedMs int64
+	Creator   string
+	Deleted   bool
+}
+
+// Paused reports whether the import may run.
+func (e Entry) Paused() bool { return e.Deleted || e.Import.Paused }
+
+// Schedule is the import's schedule ("" or "api": manual only).
+func (e Entry) Schedule() string { return e.Import.Schedule }
+
+// doc is what the store keeps for an import: the whole declaration for
+// one created through the API, only the API's changes for one from a file
+// (the file stays the source of truth for everything else).
+type doc struct {
+	Origin    string          `json:"origin"`
+	Spec      json.RawMessage `json:"spec,omitempty"`
+	Paused    *bool           `json:"paused,omitempty"`
+	Schedule  *string         `json:"schedule,omitempty"`
+	Deleted   bool            `json:"deleted,omitempty"`
+	CreatedMs int64           `json:"created_ms,omitempty"`
+	Creator   string          `json:"creator,omitempty"`
+}
+
+// Catalog is every import: files from imports_dir plus the app API's
+// documents in the store.
+type Catalog struct {
+	st       store.Store
+	reg      *connectors.Registry
+	projects func(int64) (importspec.Project, bool)
+	env      func(string) (string, bool)
+	now      func() time.Time
+
+	mu       sync.Mutex
+	entries  map[key]Entry
+	docs     map[key]doc
+	onChange func(Entry)
+}
+
+// CatalogOptions configure NewCatalog.
+type CatalogOptions struct {
+	Store    store.Store
+	Registry *connectors.Registry
+	Projects func(int64) (importspec.Project, bool)
+	Files    []*importspec.Import // validated imports from imports_dir
+	Env      func(string) (string, bool) // ${VAR} lookup; nil: the environment
+	Now      func() time.Time
+}
+
+// NewCatalog loads the API's documents over the file imports.
+func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	c := &Catalog{st: o.Store, reg: o.Registry, projects: o.Projects, env: o.Env, now: o.Now,
+		entries: map[key]Entry{}, docs: map[key]doc{}}
+	for _, im := range o.Files {
+		p, _ := o.Projects(im.ProjectID)
+		c.entries[key{im.ProjectID, im.ID}] = Entry{Import: im, Project: p, Origin: OriginFile}
+	}
+	docs, err := o.Store.ImportDocs(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: load imports: %w", err)
+	}
+	for _, sd := range docs {
+		var d doc
+		if err := json.Unmarshal(sd.Doc, &d); err != nil {
+			return nil, fmt.Errorf("scheduler: import %s of project %d: stored document: %w", sd.ID, sd.Project, err)
+		}
+		k := key{sd.Project, sd.ID}
+		e, err := c.apply(k, d)
+		if err != nil {
+			// Like a bad import file, a stored import that no longer
+			// validates (a removed env var) stops the start, named.
+			return nil, fmt.Errorf("scheduler: import %s of project %d: %w", sd.ID, sd.Project, err)
+		}
+		c.docs[k] = d
+		if e.Import != nil {
+			c.entries[k] = e
+		}
+	}
+	return c, nil
+}
+
+// apply builds the entry a document describes over the file import.
+func (c *Catalog) apply(k key, d doc) (Entry, error) {
+	var e Entry
+	switch d.Origin {
+	case OriginAPI:
+		im, err := importspec.Parse(fmt.Sprintf("import %s", k.id), d.Spec, c.reg, c.env)
+		if err != nil {
+			return e, err
+		}
+		p, _ := c.projects(k.project)
+		e = Entry{Import: im, Project: p, Origin: OriginAPI}
+	case OriginFile:
+		base, ok := c.entries[k]
+		if !ok || base.Origin != OriginFile {
+			return e, nil // its file is gone: nothing to change
+		}
+		cp := *base.Import
+		e = base
+		e.Import = &cp
+	default:
+		return e, fmt.Errorf("unknown origin %q", d.Origin)
+	}
+	if d.Paused != nil {
+		e.Import.Paused = *d.Paused
+	}
+	if d.Schedule != nil {
+		e.Import.Schedule = *d.Schedule
+	}
+	e.Deleted, e.CreatedMs, e.Creator = d.Deleted, d.CreatedMs, d.Creator
+	return e, nil
+}
+
+// List returns the imports of project (0: all), deleted ones excluded,
+// ordered by project and id.
+func (c *Catalog) List(project int64) []Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []Entry
+	for k, e := range c.entries {
+		if (project == 0 || k.project == project) && !e.Deleted {
+			out = append(out, e)
+		}
+	}
+	slices.SortFunc(out, func(a, b Entry) int {
+		if a.Import.ProjectID != b.Import.ProjectID {
+			return int(a.Import.ProjectID - b.Import.ProjectID)
+		}
+		return compareIDs(a.Import.ID, b.Import.ID)
+	})
+	return out
+}
+
+func compareIDs(a, b string) int {
+	na, ea := strconv.ParseInt(a, 10, 64)
+	nb, eb := strconv.ParseInt(b, 10, 64)
+	if ea == nil && eb == nil {
+		return int(na - nb)
+	}
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// Get returns one import that is not deleted.
+func (c *Catalog) Get(project int64, id string) (Entry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[key{project, id}]
+	return e, ok && !e.Deleted
+}
+
+// save stores d and applies it; the caller holds c.mu.
+func (c *Catalog) save(ctx context.Context, k key, d doc) (Entry, error) {
+	e, err := c.apply(k, d)
+	if err != nil {
+		return e, err
+	}
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return e, err
+	}
+	if err := c.st.PutImportDoc(ctx, store.ImportDoc{Project: k.project, ID: k.id, Doc: raw}); err != nil {
+		return e, err
+	}
+	c.docs[k] = d
+	c.entries[k] = e
+	if c.onChange != nil {
+		c.onChange(e)
+	}
+	return e, nil
+}
