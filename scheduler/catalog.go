@@ -74,7 +74,7 @@ type CatalogOptions struct {
 	Store    store.Store
 	Registry *connectors.Registry
 	Projects func(int64) (importspec.Project, bool)
-	Files    []*importspec.Import // validated imports from imports_dir
+	Files    []*importspec.Import        // validated imports from imports_dir
 	Env      func(string) (string, bool) // ${VAR} lookup; nil: the environment
 	Now      func() time.Time
 }

@@ -219,7 +219,7 @@ func (s *Scheduler) trigger(project int64, id, trigger, period string, full bool
 	}()
 	now := s.opt.Now()
 	rs := store.RunStart{
-		Run: store.Run{ID: newRunID(now), Project: project, Import: id, Trigger: trigger, Period: period, StartedMs: now.UnixMilli()},
+		Run:          store.Run{ID: newRunID(now), Project: project, Import: id, Trigger: trigger, Period: period, StartedMs: now.UnixMilli()},
 		JoinWithinMs: s.opt.JoinWindow.Milliseconds(),
 	}
 	if trigger == TriggerAPI {

@@ -68,7 +68,9 @@ schedule: %q
 	if err != nil {
 		t.Fatal(err)
 	}
-	projects := func(id int64) (importspec.Project, bool) { return importspec.Project{ID: id, Simplified: true}, id == 1 }
+	projects := func(id int64) (importspec.Project, bool) {
+		return importspec.Project{ID: id, Simplified: true}, id == 1
+	}
 	cat, err := NewCatalog(ctx, CatalogOptions{Store: st, Registry: reg, Projects: projects, Files: []*importspec.Import{im}})
 	if err != nil {
 		t.Fatal(err)
