@@ -235,8 +235,34 @@ func (s *Scheduler) trigger(project int64, id, trigger, period string, full bool
 	s.active[r.ID] = a
 	s.mu.Unlock()
 	launched = true
-	go s.execute(ctx, a, e, full)
+	go func() {
+		defer s.wg.Done()
+		s.execute(ctx, a, e, full, nil)
+	}()
 	return r, true, nil
+}
+
+// ErrBusy refuses a foreground run while another run of the import is in
+// progress.
+var ErrBusy = errors.New("a run of this import is in progress")
+
+// RunForeground runs e now in the caller's goroutine (the CLI) and
+// returns the finished run; progress gets the stats after every batch.
+// Cancelling ctx cancels the run the way a shutdown does.
+func (s *Scheduler) RunForeground(ctx context.Context, e Entry, trigger string, full bool, progress func(run.Stats)) (store.Run, error) {
+	now := s.opt.Now()
+	r, started, err := s.opt.Store.StartRun(ctx, store.RunStart{
+		Run: store.Run{ID: newRunID(now), Project: e.Import.ProjectID, Import: e.Import.ID, Trigger: trigger, StartedMs: now.UnixMilli()},
+	})
+	if err != nil {
+		return store.Run{}, err
+	}
+	if !started {
+		return r, fmt.Errorf("import %s: %w (run %s)", e.Import.ID, ErrBusy, r.ID)
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	a := &active{run: r, cancel: cancel}
+	return s.execute(rctx, a, e, full, progress), nil
 }
 
 // newRunID is time-ordered and unique: it also tags the run's events as
@@ -247,11 +273,13 @@ func newRunID(now time.Time) string {
 	return now.UTC().Format("20060102T150405.000Z") + "-" + hex.EncodeToString(b[:])
 }
 
-func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool) {
-	defer s.wg.Done()
+func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool, progress func(run.Stats)) store.Run {
 	defer a.cancel()
 	lastSave := s.opt.Now()
-	opt := run.Options{RunID: a.run.ID, Full: full, Progress: func(st run.Stats) {
+	opt := run.Options{RunID: a.run.ID, Full: full, Count: progress != nil, Progress: func(st run.Stats) {
+		if progress != nil {
+			progress(st)
+		}
 		s.mu.Lock()
 		a.stats = st
 		s.mu.Unlock()
@@ -283,6 +311,7 @@ func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool) 
 	s.mu.Lock()
 	delete(s.active, a.run.ID)
 	s.mu.Unlock()
+	return r
 }
 
 // fill copies a run's stats into its history record.

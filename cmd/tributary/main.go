@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 
@@ -27,6 +28,8 @@ commands:
   preview -c IMPORT.yaml [--config FILE] [--limit 20] [--format table|ndjson]
                                                           map a sample of the table; writes nothing
   sources test -c IMPORT.yaml                             check the source: connect, describe, read a row
+  sync -c IMPORT.yaml [--full] [--config FILE]            run one import once in the foreground (server stopped)
+  runs [--import ID] [--project N] [--config FILE]        list sync history
 `
 
 func main() {
@@ -48,6 +51,9 @@ func run(args []string, stderr io.Writer) error {
 		if len(args) != 2 {
 			return errors.New("usage: tributary demo-warehouse PATH")
 		}
+		if err := os.MkdirAll(filepath.Dir(args[1]), 0o755); err != nil {
+			return err
+		}
 		created, err := duckdb.SeedDemo(context.Background(), args[1])
 		if err == nil && created {
 			fmt.Fprintf(stderr, "demo warehouse created at %s\n", args[1])
@@ -63,6 +69,12 @@ func run(args []string, stderr io.Writer) error {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		return sourcesTest(ctx, args[1:], os.Stdout, stderr)
+	case "sync":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return syncCmd(ctx, args[1:], os.Stdout, stderr)
+	case "runs":
+		return runsCmd(context.Background(), args[1:], os.Stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stderr, usage)
 		return nil

@@ -103,10 +103,17 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 }
 
 func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store.Store, error) {
-	path := filepath.Join(cfg.DataDir, "tributary.duckdb")
 	// DuckDB only loads the write log in the background; one thread leaves
 	// the other core to the requests (measured: +6% throughput, p99 1.4 s → 1.1 s at saturation).
-	st, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Threads: 1, Logger: log})
+	return OpenStore(ctx, cfg, log, 1)
+}
+
+// OpenStore opens the configured store for a process: the server, or a
+// CLI command that works on the data directory itself. threads caps
+// DuckDB's threads (0: one per core).
+func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, threads int) (store.Store, error) {
+	path := filepath.Join(cfg.DataDir, "tributary.duckdb")
+	st, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Threads: threads, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("open embedded store %s: %w", path, err)
 	}

@@ -1,0 +1,187 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tributary-dev/tributary/connectors/kinds"
+	"github.com/tributary-dev/tributary/engine/importspec"
+	syncrun "github.com/tributary-dev/tributary/engine/run"
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/internal/server"
+	"github.com/tributary-dev/tributary/scheduler"
+)
+
+// openDataDir loads the server config and opens its store for a command
+// that works on the data directory itself (the server must not be running:
+// the embedded store is one process's).
+func openDataDir(ctx context.Context, cfgPath, dataDir string, log *slog.Logger) (*config.Config, store.Store, error) {
+	cfg, err := config.Load(cfgPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if dataDir != "" {
+		cfg.DataDir = dataDir
+	}
+	st, err := server.OpenStore(ctx, cfg, log, 0)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w (is `tributary serve` running on %s? use the manual-sync API instead)", err, cfg.DataDir)
+	}
+	return cfg, st, nil
+}
+
+// syncCmd runs one import once in the foreground with a progress line.
+func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, fl, cfgPath := flagSet("sync", stderr)
+	full := fs.Bool("full", false, "ignore the watermark and re-read the whole table (dedup absorbs rows read before)")
+	dataDir := fs.String("data-dir", "", "data directory (overrides the config's data_dir)")
+	quiet := fs.Bool("quiet", false, "no progress line")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	paths := append(*fl, fs.Args()...)
+	if len(paths) != 1 {
+		return errors.New("sync: give one import file with -c FILE")
+	}
+	reg := kinds.Registry()
+	im, err := importspec.LoadFile(paths[0], reg, nil)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg, st, err := openDataDir(ctx, *cfgPath, *dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	projects := server.ProjectLookup(cfg)
+	if err := im.Validate(reg, projects); err != nil {
+		return err
+	}
+	project, _ := projects(im.ProjectID)
+	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: projects})
+	if err != nil {
+		return err
+	}
+	sched := scheduler.New(cat, scheduler.Options{Runner: &syncrun.Runner{Registry: reg, Store: st, Log: log}, Store: st, Log: log})
+	bar := &progressBar{w: stderr, quiet: *quiet}
+	r, err := sched.RunForeground(ctx, scheduler.Entry{Import: im, Project: project, Origin: scheduler.OriginFile}, scheduler.TriggerCLI, *full, bar.update)
+	if err != nil {
+		return err
+	}
+	bar.finish()
+	dur := time.Duration(r.EndedMs-r.StartedMs) * time.Millisecond
+	fmt.Fprintf(stdout, "run %s %s: %d rows read, %d imported, %d duplicates, %d failed, %s in %s (%.0f rows/s)\n",
+		r.ID, r.Status, r.RowsRead, r.Imported, r.Duplicate, r.Failed, bytesText(r.Bytes), dur.Round(time.Millisecond), rate(r.RowsRead, dur))
+	if r.Failed > 0 {
+		fmt.Fprintf(stdout, "first failures: %s\n", r.Failures)
+	}
+	if r.Status != store.RunSucceeded {
+		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)
+	}
+	return nil
+}
+
+func rate(rows int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(rows) / d.Seconds()
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	}
+	return fmt.Sprintf("%d KiB", n>>10)
+}
+
+// progressBar redraws one line at most every 200ms: rows, percent and ETA
+// when the source told the row count, rate, elapsed.
+type progressBar struct {
+	w     io.Writer
+	quiet bool
+	last  time.Time
+	drawn bool
+}
+
+func (p *progressBar) update(st syncrun.Stats) {
+	if p.quiet || time.Since(p.last) < 200*time.Millisecond {
+		return
+	}
+	p.last = time.Now()
+	line := fmt.Sprintf("%d rows", st.RowsRead)
+	r := st.Rate()
+	if st.Total > 0 {
+		pct := min(100, float64(st.RowsRead)*100/float64(st.Total))
+		const width = 24
+		fill := int(pct / 100 * width)
+		line = fmt.Sprintf("[%s%s] %5.1f%% %d/%d rows", strings.Repeat("=", fill), strings.Repeat(" ", width-fill), pct, st.RowsRead, st.Total)
+		if r > 0 && st.Total > st.RowsRead {
+			line += fmt.Sprintf(", ETA %s", (time.Duration(float64(st.Total-st.RowsRead)/r) * time.Second).Round(time.Second))
+		}
+	}
+	line += fmt.Sprintf(", %.0f rows/s, %s elapsed", r, st.Duration.Round(time.Second))
+	if st.Failed > 0 {
+		line += fmt.Sprintf(", %d failed", st.Failed)
+	}
+	fmt.Fprintf(p.w, "\r\033[K%s", line)
+	p.drawn = true
+}
+
+func (p *progressBar) finish() {
+	if p.drawn {
+		fmt.Fprintln(p.w)
+	}
+}
+
+// runsCmd lists sync history.
+func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("runs", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	cfgPath := fs.String("config", "configs/tributary.yaml", "server config")
+	dataDir := fs.String("data-dir", "", "data directory (overrides the config's data_dir)")
+	importID := fs.String("import", "", "only this import")
+	project := fs.Int64("project", 0, "project id (default: every project of the config)")
+	limit := fs.Int("limit", 30, "runs per project")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	cfg, st, err := openDataDir(ctx, *cfgPath, *dataDir, log)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROJECT\tIMPORT\tRUN\tTRIGGER\tSTATUS\tSTARTED\tDURATION\tROWS\tIMPORTED\tFAILED\tREASON")
+	for _, p := range cfg.Projects {
+		if *project != 0 && p.ID != *project {
+			continue
+		}
+		runs, err := st.Runs(ctx, store.RunFilter{Project: p.ID, Import: *importID, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			dur := "-"
+			if r.EndedMs > 0 {
+				dur = (time.Duration(r.EndedMs-r.StartedMs) * time.Millisecond).Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Project, r.Import, r.ID, r.Trigger, r.Status,
+				time.UnixMilli(r.StartedMs).UTC().Format(time.RFC3339), dur, r.RowsRead, r.Imported, r.Failed, r.Reason)
+		}
+	}
+	return tw.Flush()
+}
