@@ -50,9 +50,10 @@ type Run struct {
 // RunStart asks for a new run; StartRun decides whether it may start.
 type RunStart struct {
 	Run Run
-	// JoinWithinMs: a run of the same import started this recently (or
-	// still running) is returned instead of starting another, so a cron
-	// tick and a manual trigger at the same moment make one run.
+	// JoinWithinMs: a run of the same import that succeeded and started
+	// this recently (or is still running) is returned instead of starting
+	// another, so a cron tick and a manual trigger at the same moment make
+	// one run. A failed or cancelled run is never joined: a retry must run.
 	JoinWithinMs int64
 	// LimitPerHour > 0 refuses (ErrRunLimit) when that many runs with the
 	// same Trigger started in the hour before Run.StartedMs.
@@ -87,7 +88,7 @@ type Syncs interface {
 	// Checkpoint returns the import's committed checkpoint, nil if none.
 	Checkpoint(ctx context.Context, project int64, importID string) ([]byte, error)
 	// StartRun records rs.Run as RUNNING unless a run of the same import is
-	// running, shares its Period, or started within JoinWithinMs; then it
+	// running, shares its Period, or succeeded within JoinWithinMs; then it
 	// returns that run and started=false. The decision is atomic across
 	// every process using the store.
 	StartRun(ctx context.Context, rs RunStart) (r Run, started bool, err error)

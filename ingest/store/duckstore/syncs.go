@@ -120,7 +120,7 @@ func (s *Store) StartRun(ctx context.Context, rs store.RunStart) (store.Run, boo
 		joinFrom = r.StartedMs - rs.JoinWithinMs
 	}
 	existing, err := s.queryRuns(ctx, `WHERE project = ? AND import = ?
-		AND (status = 'RUNNING' OR (period <> '' AND period = ?) OR started_ms >= ?)
+		AND (status = 'RUNNING' OR (period <> '' AND period = ?) OR (status = 'SUCCEEDED' AND started_ms >= ?))
 		ORDER BY started_ms DESC LIMIT 1`, r.Project, r.Import, r.Period, joinFrom)
 	if err != nil {
 		return store.Run{}, false, err

@@ -107,8 +107,16 @@ func testRunsOnePerImport(t *testing.T, h Harness) {
 	if got, ok := startRun(t, hd.s, store.RunStart{Run: newRun("j", "imp", "api", 11_500), JoinWithinMs: 2000}); ok || got.ID != "p1" {
 		t.Fatalf("within the join window: %s %v, want p1 joined", got.ID, ok)
 	}
-	if _, ok := startRun(t, hd.s, store.RunStart{Run: newRun("k", "imp", "api", 60_000), JoinWithinMs: 2000}); !ok {
+	k, ok := startRun(t, hd.s, store.RunStart{Run: newRun("k", "imp", "api", 60_000), JoinWithinMs: 2000})
+	if !ok {
 		t.Fatal("after the join window a run must start")
+	}
+	k.Status, k.EndedMs = store.RunFailed, 60_001
+	if err := hd.s.UpdateRun(context.Background(), k); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := startRun(t, hd.s, store.RunStart{Run: newRun("retry", "imp", "api", 60_500), JoinWithinMs: 2000}); !ok {
+		t.Fatalf("a failed run was joined (%s): a retry must start", got.ID)
 	}
 }
 
