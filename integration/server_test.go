@@ -104,6 +104,7 @@ type serverConfig struct {
 	LogLevel    string          `yaml:"log_level"`
 	OAuthTTL    string          `yaml:"oauth_token_ttl,omitempty"`
 	MemoryLimit string          `yaml:"memory_limit,omitempty"`
+	ImportsDir  string          `yaml:"imports_dir,omitempty"`
 	Projects    []projectConfig `yaml:"projects"`
 }
 

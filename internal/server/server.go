@@ -50,8 +50,24 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	}
 	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log, Scheduler: sched})
 
+	// Runs stop before the store closes (defers run last-in first-out):
+	// each commits its batch in flight and is marked CANCELLED. Start
+	// comes before listening, so the history a client reads already shows
+	// the runs a crash interrupted as FAILED.
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
+		defer cancel()
+		if err := sched.Stop(sctx); err != nil {
+			log.Error("stopping sync runs", "err", err)
+		}
+	}()
+	if err := sched.Start(ctx); err != nil {
+		_ = committer.Close()
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		_ = committer.Close()
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
 	hs := &http.Server{
@@ -66,20 +82,6 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
-	// Runs stop before the store closes (defers run last-in first-out):
-	// each commits its batch in flight and is marked CANCELLED.
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), ShutdownGrace)
-		defer cancel()
-		if err := sched.Stop(sctx); err != nil {
-			log.Error("stopping sync runs", "err", err)
-		}
-	}()
-	if err := sched.Start(ctx); err != nil {
-		_ = hs.Close()
-		_ = committer.Close()
-		return err
-	}
 	select {
 	case err := <-errc:
 		_ = committer.Close()
