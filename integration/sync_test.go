@@ -25,6 +25,11 @@ const syncImport = "ev-sync"
 // environment as a secret must be.
 func syncServer(t *testing.T, db *pgDB) *server {
 	t.Helper()
+	return syncServerCfg(t, db, defaultConfig())
+}
+
+func syncServerCfg(t *testing.T, db *pgDB, cfg serverConfig) *server {
+	t.Helper()
 	dir := t.TempDir()
 	spec := fmt.Sprintf(`id: %s
 project_id: %d
@@ -44,7 +49,6 @@ schedule: api
 		t.Fatal(err)
 	}
 	t.Setenv("TRIBUTARY_IT_SYNC_DSN", db.dsn) // the child inherits it
-	cfg := defaultConfig()
 	cfg.ImportsDir = dir
 	return startServer(t, cfg)
 }
