@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"hash"
 	"hash/fnv"
 	"slices"
 
@@ -21,6 +22,9 @@ import (
 //     it back; one at a time per project keeps that simple and correct.
 //     Event-only writes do not take it: the dedup index alone orders them.
 //   - nsMigrate: Open's migrations, per schema.
+//   - nsRun: StartRun, per (project, import), alone in its transaction, so
+//     that reading the import's runs and inserting the new one is one
+//     decision across processes.
 //
 // Keys mix in the schema, so stores in different schemas of one database
 // (tests, tenants) never wait for each other. A write takes its locks before
@@ -30,17 +34,32 @@ const (
 	nsMigrate byte = iota + 1
 	nsMode
 	nsIdentity
+	nsRun
 )
 
 // lockKey derives the 64-bit advisory lock key of (schema, namespace, project).
 func lockKey(schema string, ns byte, project int64) int64 {
+	return int64(lockHash(schema, ns, project).Sum64())
+}
+
+// runLockKey derives the nsRun key of one import. The import's bytes go
+// after lockKey's, so the keys of the other namespaces stay those released
+// builds take: processes of two builds running side by side during an
+// upgrade must still exclude each other.
+func runLockKey(schema string, project int64, importID string) int64 {
+	h := lockHash(schema, nsRun, project)
+	h.Write([]byte(importID))
+	return int64(h.Sum64())
+}
+
+func lockHash(schema string, ns byte, project int64) hash.Hash64 {
 	h := fnv.New64a()
 	h.Write([]byte(schema))
 	var b [10]byte
 	b[1] = ns // b[0] = 0 separates the schema from the rest
 	binary.BigEndian.PutUint64(b[2:], uint64(project))
 	h.Write(b[:])
-	return int64(h.Sum64())
+	return h
 }
 
 // lockProjects takes the write locks of a transaction: the mode lock shared

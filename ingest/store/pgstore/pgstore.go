@@ -12,6 +12,9 @@
 //     replayable identity.Graph per project as a cache and catches it up
 //     from identity_changes while holding the lock; reads never use the
 //     cache, they read identity_ids, the materialised id → canonical map.
+//   - Sync checkpoints commit in the Write transaction of the records they
+//     cover; StartRun decides under an advisory lock of the import, with a
+//     partial unique index (one RUNNING run per import) behind it (syncs.go).
 //   - Durability is PostgreSQL's: Write returns after COMMIT, and every
 //     connection runs with synchronous_commit=on whatever the server default.
 package pgstore
@@ -63,7 +66,9 @@ type pageSizes struct {
 	profiles, lookups  int
 }
 
-var defaultPages = pageSizes{scanFirst: 256, scanMax: 8192, profiles: 1000, lookups: 2000}
+func defaultPages() pageSizes {
+	return pageSizes{scanFirst: 256, scanMax: 8192, profiles: 1000, lookups: 2000}
+}
 
 var _ store.Store = (*Store)(nil)
 
@@ -83,6 +88,11 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	// An acknowledged write must survive a crash of the database server
 	// too; a server configured for asynchronous commit would break that.
 	cfg.ConnConfig.RuntimeParams["synchronous_commit"] = "on"
+	// Every take-a-lock-then-read step (migrate, identity catch-up,
+	// StartRun) needs the read to see what the previous lock holder
+	// committed. Under a REPEATABLE READ default the snapshot would be
+	// taken by the lock statement itself, before the wait.
+	cfg.ConnConfig.RuntimeParams["default_transaction_isolation"] = "read committed"
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -100,7 +110,7 @@ func Open(ctx context.Context, dsn string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: open: %w", err)
 	}
-	s := &Store{pool: pool, schema: schema, log: log, graphs: graphCache{m: map[int64]*projectGraph{}}, pages: defaultPages}
+	s := &Store{pool: pool, schema: schema, log: log, graphs: graphCache{m: map[int64]*projectGraph{}}, pages: defaultPages()}
 	if err := s.checkDurability(ctx); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("pgstore: open: %w", err)

@@ -143,7 +143,7 @@ func merges(t testing.TB, s *Store, project int64) []store.Merge {
 func TestConformance(t *testing.T) {
 	c, _ := adminConn(t) // skip (or fail) once, not in every subtest
 	c.Close(context.Background())
-	storetest.Run(t, harness(defaultPages))
+	storetest.Run(t, harness(defaultPages()))
 }
 
 // TestConformanceSmallPages runs the suite with pages of a few rows, so

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/tributary-dev/tributary/ingest/identity"
+	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/storetest"
@@ -23,8 +24,8 @@ import (
 func openPair(t *testing.T) (a, b *testStore) {
 	t.Helper()
 	dsn, schema := testSchema(t)
-	a = openTest(t, dsn, schema, defaultPages)
-	b = openTest(t, dsn, schema, defaultPages)
+	a = openTest(t, dsn, schema, defaultPages())
+	b = openTest(t, dsn, schema, defaultPages())
 	t.Cleanup(func() {
 		if err := errors.Join(a.Close(), b.Close()); err != nil {
 			t.Errorf("close: %v", err)
@@ -185,7 +186,7 @@ func TestCachedGraphCatchesUp(t *testing.T) {
 // applied to the cached graph must not leave them there.
 func TestFailedWriteForgetsIdentity(t *testing.T) {
 	dsn, schema := testSchema(t)
-	s := openTest(t, dsn, schema, defaultPages)
+	s := openTest(t, dsn, schema, defaultPages())
 	defer s.Close()
 	ctx := context.Background()
 	if err := s.SetMode(ctx, 1, identity.Original); err != nil {
@@ -234,7 +235,7 @@ func TestConcurrentOpen(t *testing.T) {
 // TestNewerSchemaRefused: a schema migrated by a newer build is not misread.
 func TestNewerSchemaRefused(t *testing.T) {
 	dsn, schema := testSchema(t)
-	s := openTest(t, dsn, schema, defaultPages)
+	s := openTest(t, dsn, schema, defaultPages())
 	if _, err := s.pool.Exec(context.Background(), `INSERT INTO schema_migrations (version) VALUES ($1)`, len(migrations)+1); err != nil {
 		t.Fatal(err)
 	}
@@ -245,18 +246,47 @@ func TestNewerSchemaRefused(t *testing.T) {
 	}
 }
 
-// TestCheckpointRefused: until store.Syncs is implemented, a checkpoint is
-// refused rather than dropped, and nothing of its write is stored.
-func TestCheckpointRefused(t *testing.T) {
-	dsn, schema := testSchema(t)
-	s := openTest(t, dsn, schema, defaultPages)
-	defer s.Close()
-	_, err := s.Write(context.Background(), []store.Batch{{Project: 1, Events: storetest.GenEvents(1, 3, 0),
-		Checkpoint: &store.Checkpoint{Import: "imp", Value: []byte("w1")}}})
-	if !errors.Is(err, errors.ErrUnsupported) {
-		t.Fatalf("write with a checkpoint: %v, want ErrUnsupported", err)
+// TestProcessesReplaceLookup: replacements of one table from two stores
+// take turns; the table ends as one whole upload, never a mix.
+func TestProcessesReplaceLookup(t *testing.T) {
+	a, b := openPair(t)
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	for g, s := range []*testStore{a, b} {
+		wg.Go(func() {
+			for i := range 10 {
+				csv := "id,v\n"
+				for k := range 50 + g*10 + i {
+					csv += fmt.Sprintf("k%03d,%d\n", k, g)
+				}
+				tb, err := lookup.Parse(strings.NewReader(csv), lookup.Options{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := s.ReplaceLookup(ctx, 1, "items", tb); err != nil {
+					t.Errorf("store %d, replacement %d: %v", g, i, err)
+					return
+				}
+			}
+		})
 	}
-	if got := storetest.Collect(t, s, store.Scan{Project: 1, FromMs: -1 << 62, ToMs: 1 << 62}); len(got) != 0 {
-		t.Fatalf("refused write stored %d events", len(got))
+	wg.Wait()
+	vals := map[string]int{}
+	n := 0
+	err := a.ScanLookup(ctx, 1, "items", func(key string, row []byte) error {
+		var m map[string]any
+		if err := json.Unmarshal(row, &m); err != nil {
+			return err
+		}
+		vals[fmt.Sprint(m["v"])]++
+		n++
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(vals) != 1 || (n != 59 && n != 69) {
+		t.Fatalf("table holds %d rows with values %v: not one whole upload", n, vals)
 	}
 }

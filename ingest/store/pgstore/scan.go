@@ -15,12 +15,12 @@ import (
 // the events_scan index. Each page is one short query, so a scan holds no
 // transaction or cursor open while fn runs (a slow export does not hold back
 // vacuum) and stopping early costs at most one page. Pages start small, so
-// short scans and early stops stay cheap, and grow (defaultPages).
+// short scans and early stops stay cheap, and grow (see defaultPages).
 //
 // Pages are separate snapshots: a row committed during the scan shows up
 // only if it sorts after the rows already delivered, so order and
 // uniqueness hold either way.
-//
+
 // ctxCheckRows bounds how many rows are delivered between ctx checks within
 // a page already received.
 const ctxCheckRows = 64

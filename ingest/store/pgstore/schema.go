@@ -95,6 +95,41 @@ var migrations = []string{
 		key text COLLATE "C" NOT NULL,
 		row text NOT NULL,
 		PRIMARY KEY (project, table_id, key));`,
+
+	// 2: warehouse sync state (store.Syncs).
+	`CREATE TABLE checkpoints (
+		project bigint NOT NULL,
+		import text COLLATE "C" NOT NULL,
+		value bytea NOT NULL, -- opaque to the store; never empty (empty clears)
+		PRIMARY KEY (project, import));
+
+	CREATE TABLE sync_runs (
+		id text COLLATE "C" PRIMARY KEY,
+		project bigint NOT NULL,
+		import text COLLATE "C" NOT NULL,
+		trigger text COLLATE "C" NOT NULL,
+		period text COLLATE "C" NOT NULL, -- '' for unscheduled runs
+		status text COLLATE "C" NOT NULL,
+		reason text NOT NULL,
+		started_ms bigint NOT NULL,
+		ended_ms bigint NOT NULL,
+		rows_read bigint NOT NULL,
+		imported bigint NOT NULL,
+		duplicate bigint NOT NULL,
+		failed bigint NOT NULL,
+		bytes bigint NOT NULL,
+		failures text NOT NULL); -- JSON array
+	-- History newest first, StartRun's search and the hourly count.
+	CREATE INDEX sync_runs_import ON sync_runs (project, import, started_ms DESC, id DESC);
+	-- StartRun decides under an advisory lock; this keeps a second running
+	-- run of an import out even if something bypassed that lock.
+	CREATE UNIQUE INDEX sync_runs_one_running ON sync_runs (project, import) WHERE status = 'RUNNING';
+
+	CREATE TABLE import_docs (
+		project bigint NOT NULL,
+		id text COLLATE "C" NOT NULL,
+		doc text NOT NULL,
+		PRIMARY KEY (project, id));`,
 }
 
 // createStage makes the per-connection staging table of Write. ON COMMIT

@@ -30,6 +30,8 @@ type writeTx struct {
 	staged  []int // per batch: rows staged
 	merges  []mergeRow
 	dropped map[int]bool // events of the current batch whose change was rejected
+
+	checkpoints []checkpointRow // syncs.go
 }
 
 type lockedGraph struct {
@@ -58,7 +60,8 @@ type dedupID struct {
 // Write implements store.Store: one transaction for all batches. Within it,
 // per batch and in this order: merges and identity changes (decided on the
 // project's graph), events (deduplicated by the unique index), profile
-// updates. It returns after COMMIT, which PostgreSQL makes durable.
+// updates; then the batches' checkpoints, so that they commit with the
+// records they cover. It returns after COMMIT, which PostgreSQL makes durable.
 func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteResult, error) {
 	if err := s.enter("write"); err != nil {
 		return store.WriteResult{}, err
@@ -71,9 +74,6 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	var all, ident []int64
 	for i := range batches {
 		b := &batches[i]
-		if b.Checkpoint != nil {
-			return store.WriteResult{}, fmt.Errorf("pgstore: write: batch %d carries a checkpoint: %w", i, errSyncsUnsupported)
-		}
 		if len(b.Merges)+len(b.Changes)+len(b.Profiles) > 0 {
 			ident = append(ident, b.Project)
 		}
@@ -81,7 +81,10 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 			all = append(all, b.Project)
 		}
 	}
-	if len(all) == 0 {
+	// A batch of only duplicates, or of nothing but its checkpoint, still
+	// moves the checkpoint: the sync read those rows.
+	checkpoints := batchCheckpoints(batches)
+	if len(all) == 0 && len(checkpoints) == 0 {
 		return res, nil
 	}
 	slices.Sort(all)
@@ -95,6 +98,7 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 		prof:          profileSet{m: map[profileKey]*profile.Profile{}, isDir: map[profileKey]bool{}},
 		staged:        make([]int, len(batches)),
 		dropped:       map[int]bool{},
+		checkpoints:   checkpoints,
 	}
 	if err := w.run(ctx, batches, &res, slices.Compact(all)); err != nil {
 		return store.WriteResult{}, fmt.Errorf("pgstore: write: %w", err)
@@ -165,6 +169,9 @@ func (w *writeTx) run(ctx context.Context, batches []store.Batch, res *store.Wri
 		return err
 	}
 	if err := w.flushProfiles(ctx); err != nil {
+		return err
+	}
+	if err := w.writeCheckpoints(ctx); err != nil {
 		return err
 	}
 	// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
