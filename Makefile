@@ -21,11 +21,13 @@ test:
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m $(TESTFLAGS) ./...
 
-# Go benchmarks, then the end-to-end load driver against a real server.
+# Go benchmarks, then the end-to-end load driver against a real server,
+# then the end-to-end sync of a Postgres table (needs the local PostgreSQL).
 bench: build
 	$(GO) test -run '^$$' -bench . -benchmem -benchtime 3x ./ingest/...
 	$(GO) test -run '^$$' -bench . -benchmem -cpu 1 ./engine/... ./connectors/...
 	$(GO) run ./integration/loadgen -bin $(BIN)
+	$(GO) run ./integration/syncbench -bin $(BIN) -rows 1000000,5000000
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzSplitDecode -fuzztime 60s ./ingest/record/
