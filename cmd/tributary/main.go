@@ -28,6 +28,8 @@ commands:
   preview -c IMPORT.yaml [--config FILE] [--limit 20] [--format table|ndjson]
                                                           map a sample of the table; writes nothing
   sources test -c IMPORT.yaml                             check the source: connect, describe, read a row
+  migrate amplitude --api-key K --api-secret S --token T [--start D --end D] [--dry-run] [--region EU]
+                                                          copy Amplitude history into a project (foreground)
   sync -c IMPORT.yaml [--full] [--config FILE]            run one import once in the foreground (server stopped)
   runs [--import ID] [--project N] [--config FILE]        list sync history
 `
@@ -73,6 +75,10 @@ func run(args []string, stderr io.Writer) error {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()
 		return syncCmd(ctx, args[1:], os.Stdout, stderr)
+	case "migrate":
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		return migrateCmd(ctx, args[1:], os.Stdout, stderr)
 	case "runs":
 		return runsCmd(context.Background(), args[1:], os.Stdout, stderr)
 	case "help", "-h", "--help":

@@ -123,8 +123,11 @@ type Config struct {
 	ImportsDir string   `yaml:"imports_dir"`
 	OAuthTTL   Duration `yaml:"oauth_token_ttl"`
 	// MemoryLimit caps the embedded store's working memory (DuckDB syntax, e.g. "2GB").
-	MemoryLimit string    `yaml:"memory_limit"`
-	Projects    []Project `yaml:"projects"`
+	MemoryLimit string `yaml:"memory_limit"`
+	// MigrateListen serves the migration service ({migrate_url}, POST
+	// /amplitude) on its own address; "" serves it on Listen.
+	MigrateListen string    `yaml:"migrate_listen"`
+	Projects      []Project `yaml:"projects"`
 
 	file string
 }

@@ -42,8 +42,14 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		}
 	}()
 	reg := metrics.New()
-	committer := commit.New(instrumented(st, reg), commit.Options{})
+	ist := instrumented(st, reg)
+	committer := commit.New(ist, commit.Options{})
 	a := auth.New(cfg, time.Now)
+	mig, err := openMigrations(ctx, cfg, ist, a, reg, log)
+	if err != nil {
+		return err
+	}
+	defer mig.Close() // before the store closes: jobs stop at a checkpoint
 	sched, err := NewScheduler(ctx, cfg, imports, st, log)
 	if err != nil {
 		return err
@@ -80,7 +86,24 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	errc := make(chan error, 1)
+	errc := make(chan error, 2)
+	if cfg.MigrateListen == "" {
+		hs.Handler = withMigrations(hs.Handler, mig.Handler())
+	} else {
+		mln, err := net.Listen("tcp", cfg.MigrateListen)
+		if err != nil {
+			_ = committer.Close()
+			return fmt.Errorf("listen %s (migrate_listen): %w", cfg.MigrateListen, err)
+		}
+		ms := &http.Server{Handler: mig.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: hs.ErrorLog}
+		defer ms.Close()
+		go func() {
+			if err := ms.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("migrate listener: %w", err)
+			}
+		}()
+		log.Info("migration service listening", "addr", mln.Addr().String())
+	}
 	go func() { errc <- hs.Serve(ln) }()
 	select {
 	case err := <-errc:

@@ -1,0 +1,200 @@
+package amplitude
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+)
+
+// MaxLineBytes bounds one exported event. /import refuses records over
+// 1 MB anyway; the margin is for the Amplitude fields the transform drops.
+const MaxLineBytes = 4 << 20
+
+// ErrCorrupt marks an export archive that cannot be read: a broken zip, a
+// broken gzip member. Downloads are retried; a corrupt archive that arrived
+// whole is not, because Amplitude would send the same bytes again.
+var ErrCorrupt = errors.New("amplitude export: corrupt archive")
+
+// Location names one exported line, for failure reports.
+type Location struct {
+	File string `json:"file,omitempty"` // name inside the zip, e.g. 123/123_2024-03-01_5#0.json.gz
+	Line int    `json:"line,omitempty"` // 1-based
+}
+
+// Archive is one downloaded export: a zip of gzipped NDJSON files, spilled
+// to a temporary file because zip needs random access. Close removes it.
+type Archive struct {
+	f    *os.File // nil: an empty export (404)
+	size int64
+}
+
+// openArchive wraps a spilled download; it takes ownership of f.
+func openArchive(f *os.File) (*Archive, error) {
+	st, err := f.Stat()
+	if err != nil {
+		closeRemove(f)
+		return nil, fmt.Errorf("amplitude export: %w", err)
+	}
+	a := &Archive{f: f, size: st.Size()}
+	// Open the directory now, so a truncated download shows up while it can
+	// still be retried, before any event of it is loaded.
+	if _, err := zip.NewReader(f, a.size); err != nil {
+		closeRemove(f)
+		return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return a, nil
+}
+
+// Size is the compressed size in bytes.
+func (a *Archive) Size() int64 {
+	if a == nil {
+		return 0
+	}
+	return a.size
+}
+
+// Close removes the temporary file.
+func (a *Archive) Close() error {
+	if a == nil || a.f == nil {
+		return nil
+	}
+	name := a.f.Name()
+	err := a.f.Close()
+	if rerr := os.Remove(name); rerr != nil && err == nil {
+		err = rerr
+	}
+	a.f = nil
+	return err
+}
+
+func closeRemove(f *os.File) {
+	_ = f.Close()
+	_ = os.Remove(f.Name())
+}
+
+// LineFunc receives each line of an export; line is only valid during the
+// call. A line longer than MaxLineBytes arrives as nil: it was skipped
+// without being held in memory.
+type LineFunc func(loc Location, line []byte) error
+
+// Lines streams every non-blank line of every file in the archive, files in
+// name order so that a run is repeatable. Only one file is open at a time
+// and only one line is held in memory.
+func (a *Archive) Lines(fn LineFunc) error {
+	if a == nil || a.f == nil {
+		return nil
+	}
+	zr, err := zip.NewReader(a.f, a.size)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrCorrupt, err)
+	}
+	return readZip(zr, fn)
+}
+
+// readZip is Lines on an open zip; the fuzz test drives it directly.
+func readZip(zr *zip.Reader, fn LineFunc) error {
+	files := slices.Clone(zr.File)
+	slices.SortFunc(files, func(x, y *zip.File) int { return strings.Compare(x.Name, y.Name) })
+	br := bufio.NewReaderSize(nil, 64<<10)
+	var long []byte
+	for _, zf := range files {
+		if zf.FileInfo().IsDir() {
+			continue
+		}
+		if err := readEntry(zf, br, &long, fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readEntry(zf *zip.File, br *bufio.Reader, long *[]byte, fn LineFunc) error {
+	rc, err := zf.Open()
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrCorrupt, zf.Name, err)
+	}
+	defer rc.Close()
+	br.Reset(rc)
+	var r io.Reader = br
+	// Amplitude gzips every file; sniff instead of trusting the name so a
+	// proxy that already inflated them does not break the reader.
+	if head, _ := br.Peek(2); len(head) == 2 && head[0] == 0x1f && head[1] == 0x8b {
+		gz, err := gzip.NewReader(br)
+		if err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, zf.Name, err)
+		}
+		defer gz.Close()
+		r = gz
+	}
+	lr := bufio.NewReaderSize(r, 64<<10)
+	loc := Location{File: zf.Name}
+	for {
+		line, err := readLine(lr, long)
+		eof, tooLong := errors.Is(err, io.EOF), errors.Is(err, errLineTooLong)
+		if err != nil && !eof && !tooLong {
+			return fmt.Errorf("%w: %s line %d: %v", ErrCorrupt, zf.Name, loc.Line+1, err)
+		}
+		if eof && len(line) == 0 {
+			return nil
+		}
+		loc.Line++
+		var ferr error
+		if tooLong {
+			ferr = fn(loc, nil)
+		} else if t := bytes.TrimSpace(line); len(t) > 0 {
+			ferr = fn(loc, t)
+		}
+		if ferr != nil {
+			return ferr
+		}
+		if eof {
+			return nil
+		}
+	}
+}
+
+var errLineTooLong = errors.New("line too long")
+
+// readLine returns the next line without its newline. Short lines alias the
+// reader's buffer; longer ones are gathered in *long up to MaxLineBytes.
+// Beyond that the rest of the line is discarded and the result is nil with
+// errLineTooLong. At the end of input it returns the last partial line with
+// io.EOF.
+func readLine(r *bufio.Reader, long *[]byte) ([]byte, error) {
+	line, err := r.ReadSlice('\n')
+	if err == nil {
+		return line[:len(line)-1], nil
+	}
+	if !errors.Is(err, bufio.ErrBufferFull) {
+		return line, err
+	}
+	buf := append((*long)[:0], line...)
+	for {
+		line, err = r.ReadSlice('\n')
+		if len(buf)+len(line) > MaxLineBytes {
+			for errors.Is(err, bufio.ErrBufferFull) {
+				_, err = r.ReadSlice('\n')
+			}
+			if err != nil && !errors.Is(err, io.EOF) {
+				return nil, err
+			}
+			return nil, errLineTooLong
+		}
+		buf = append(buf, line...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			break
+		}
+	}
+	*long = buf
+	if err == nil {
+		return buf[:len(buf)-1], nil
+	}
+	return buf, err
+}

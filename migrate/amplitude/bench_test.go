@@ -1,0 +1,104 @@
+package amplitude
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/auth"
+	"github.com/tributary-dev/tributary/ingest/store/duckstore"
+	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/migrate/amplitude/amptest"
+)
+
+// benchLine is a realistic export event: every standard field, a handful
+// of event and user properties (~1.2 KB).
+func benchLine(i int, at time.Time) []byte {
+	ts := at.Format("2006-01-02 15:04:05.000000")
+	return fmt.Appendf(nil, `{"server_received_time":%q,"app":187520,"device_carrier":"Verizon","$schema":12,"city":"Austin","user_id":"user-%d","uuid":"5d8b4c0e-1a2b-4c3d-9e8f-%012d","event_time":%q,"platform":"iOS","os_version":"17.2","amplitude_id":%d,"processed_time":%q,"user_creation_time":"2024-01-01 00:00:00.000000","version_name":"2.4.1","ip_address":"203.0.113.7","paying":true,"dma":"Austin, TX","group_properties":{},"user_properties":{"plan":"pro","Name":"User %d","cohort":"c%d","signup":"2024-01-%02d"},"client_upload_time":%q,"event_type":"Event %d","library":"amplitude-ios/8.0","device_type":"iPhone 15","device_manufacturer":"Apple","start_version":"2.0.0","location_lng":-97.74,"location_lat":30.27,"server_upload_time":%q,"event_id":%d,"os_name":"ios","device_brand":"Apple","groups":{},"event_properties":{"amount":%d.5,"currency":"USD","screen":"checkout","step":%d,"experiment":"exp-%d"},"data":{},"device_id":"D-%d","language":"English","device_model":"iPhone15,2","country":"US","region":"Texas","is_attribution_event":false,"session_id":1709287200000,"device_family":"Apple iPhone","client_event_time":%q}`,
+		ts, i%5000, i, ts, 100000+i%5000, ts, i%5000, i%7, 1+i%28, ts, i%40, ts, i, i%100, i%9, i%3, i%6000, ts)
+}
+
+// Transform and /import validation alone, per event.
+func BenchmarkTransformValidate(b *testing.B) {
+	l := newLoader(1, "tok", nil, func() time.Time { return testNow }, 5000)
+	lines := make([][]byte, 1000)
+	for i := range lines {
+		lines[i] = benchLine(i, hour(1, 0).Add(time.Duration(i)*time.Second))
+	}
+	b.SetBytes(int64(len(lines[0])))
+	b.ReportAllocs()
+	ctx := context.Background()
+	for i := 0; b.Loop(); i++ {
+		if err := l.line(ctx, Location{}, lines[i%len(lines)]); err != nil {
+			b.Fatal(err)
+		}
+	}
+	_ = l.flush(ctx)
+}
+
+// Export archive → stored events: a whole job of 200,000 events over 24
+// hours, against the fake Export API (zip of gzipped NDJSON over HTTP,
+// archives built before the timer starts) and the real embedded store,
+// profiles of `users` users included. Reports events/s.
+func BenchmarkMigration(b *testing.B) {
+	for _, users := range []int{100, 5000} {
+		b.Run(fmt.Sprintf("users=%d", users), func(b *testing.B) { benchMigration(b, users) })
+	}
+}
+
+func benchMigration(b *testing.B, users int) {
+	const n = 200_000
+	srv := amptest.New(testKey, testSecret)
+	defer srv.Close()
+	srv.PartitionSize, srv.Cache = 20_000, true
+	for i := range n {
+		at := hour(1, 0).Add(time.Duration(i) * (24 * time.Hour / n))
+		line := benchLine(i, at)
+		line = bytes.Replace(line, fmt.Appendf(nil, `"user_id":"user-%d"`, i%5000), fmt.Appendf(nil, `"user_id":"user-%d"`, i%users), 1)
+		srv.AddLine(at, line)
+	}
+	warm := &Client{BaseURL: srv.URL, Credentials: Credentials{testKey, testSecret}, TempDir: b.TempDir()}
+	for _, r := range [][2]time.Time{{hour(1, 0), hour(1, 23)}, {hour(1, 12), hour(1, 12)}} {
+		a, err := warm.Export(context.Background(), r[0], r[1])
+		if err != nil {
+			b.Fatal(err)
+		}
+		a.Close()
+	}
+	cfg := &config.Config{Region: config.RegionUS, Projects: []config.Project{{ID: 1, Token: "tok-simplified", Region: config.RegionUS, IDManagement: config.IDSimplified}}}
+	ctx := context.Background()
+	b.ResetTimer()
+	for range b.N {
+		b.StopTimer()
+		dir := b.TempDir()
+		st, err := duckstore.Open(ctx, filepath.Join(dir, "t.duckdb"), duckstore.Options{Threads: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		jobs, _ := NewFileJobStore(filepath.Join(dir, "migrations"))
+		svc, err := New(Config{Store: st, Jobs: jobs, Projects: auth.New(cfg, time.Now), Now: func() time.Time { return testNow },
+			Logger: slog.New(slog.DiscardHandler), BaseURL: srv.URL, TempDir: dir, EstimateSamples: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		began := time.Now()
+		s, err := svc.Submit(ctx, Request{Credentials: Credentials{testKey, testSecret}, Token: "tok-simplified", StartDate: "2024-03-01", EndDate: "2024-03-01"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if s, err = svc.Wait(ctx, s.ID); err != nil || s.State != Succeeded || s.EventsImported != n || s.ProfilesUpdated != int64(users) {
+			b.Fatalf("%v %+v", err, s)
+		}
+		b.ReportMetric(n/time.Since(began).Seconds(), "events/s")
+		b.StopTimer()
+		svc.Close()
+		st.Close()
+		b.StartTimer()
+	}
+}

@@ -1,0 +1,284 @@
+package amplitude
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// checkStored asserts the project holds exactly one copy of every valid
+// fixture event, attributed as Simplified ID Merge attributes it, and one
+// profile per user, $set from the user's latest event.
+func (e *env) checkStored() {
+	e.t.Helper()
+	evs := e.stored()
+	if len(evs) != e.fx.valid {
+		e.t.Fatalf("stored %d events; want %d", len(evs), e.fx.valid)
+	}
+	seen := map[string]bool{}
+	for _, ev := range evs {
+		if seen[ev.InsertID] {
+			e.t.Fatalf("insert id %s stored twice", ev.InsertID)
+		}
+		seen[ev.InsertID] = true
+		var p map[string]any
+		if err := json.Unmarshal(ev.Props, &p); err != nil {
+			e.t.Fatal(err)
+		}
+		if p["$source"] != "amplitude" || p["$import"] != true {
+			e.t.Fatalf("event %s lacks the migration tags: %s", ev.InsertID, ev.Props)
+		}
+		user, _ := p["$user_id"].(string)
+		want := user
+		if user == "" {
+			want = "$device:" + p["$device_id"].(string)
+		}
+		if ev.DistinctID != want {
+			e.t.Fatalf("event %s has distinct_id %q; want %q", ev.InsertID, ev.DistinctID, want)
+		}
+	}
+	got := e.profiles()
+	if len(got) != len(e.fx.latest) {
+		e.t.Fatalf("%d profiles; want %d", len(got), len(e.fx.latest))
+	}
+	for user, w := range e.fx.latest {
+		want := map[string]any{"$last_seen": time.UnixMilli(w.ms).UTC().Format("2006-01-02T15:04:05")}
+		raw, _ := json.Marshal(w.props)
+		var props map[string]any
+		json.Unmarshal(raw, &props)
+		for k, v := range props {
+			want[k] = v
+		}
+		if !reflect.DeepEqual(got[user], want) {
+			e.t.Fatalf("profile %s:\n got %v\nwant %v", user, got[user], want)
+		}
+	}
+	if got["user-5"]["plan"] != "newest" || got["user-0"]["plan"] == "stale" {
+		e.t.Fatalf("latest must follow event_time: user-5 %v, user-0 %v", got["user-5"], got["user-0"])
+	}
+}
+
+// A whole migration over the real store, through the HTTP API, then the
+// same request again: the second job stores nothing new.
+func TestMigrationRunTwice(t *testing.T) {
+	e := newEnv(t, nil)
+	st := e.run(request())
+	if st.State != Succeeded || st.Error != "" {
+		t.Fatalf("job: %+v", st)
+	}
+	total := len(e.fx.events)
+	if st.HoursDone != 96 || st.HoursTotal != 96 || st.EventsExported != int64(total) || st.EventsImported != int64(e.fx.valid) ||
+		st.EventsFailed != int64(e.fx.invalid) || st.EventsDuplicate != 0 || st.ProfilesUpdated != fixtureUsers || st.ProfilesFailed != 0 {
+		t.Fatalf("counts: %+v; want %d exported, %d imported, %d failed, %d profiles", st, total, e.fx.valid, e.fx.invalid, fixtureUsers)
+	}
+	if len(st.Failures) != e.fx.invalid {
+		t.Fatalf("failures: %+v", st.Failures)
+	}
+	fields := map[string]int{}
+	for _, f := range st.Failures {
+		if !strings.HasPrefix(f.File, "187520/187520_2024-03-0") || f.Line < 1 {
+			t.Fatalf("failure without location: %+v", f)
+		}
+		fields[f.Field]++
+	}
+	if fields["event"] == 0 || fields["event_time"] == 0 || fields["properties.deep"] == 0 {
+		t.Fatalf("failure fields: %v", fields)
+	}
+	if st.FinishedAt.IsZero() || st.StartedAt.IsZero() || st.ElapsedSeconds <= 0 {
+		t.Fatalf("timing: %+v", st)
+	}
+	e.checkStored()
+	// The job file holds no credentials once the job is final, and its
+	// work directory is gone.
+	raw, err := os.ReadFile(filepath.Join(e.dir, "migrations", st.ID+".json"))
+	if err != nil || strings.Contains(string(raw), testSecret) || strings.Contains(string(raw), testKey) {
+		t.Fatalf("job file: %v\n%s", err, raw)
+	}
+	if _, err := os.Stat(filepath.Join(e.dir, "migrations", st.ID+".d")); !os.IsNotExist(err) {
+		t.Fatalf("work dir left: %v", err)
+	}
+
+	again := e.run(request())
+	if again.ID == st.ID || again.State != Succeeded || again.EventsImported != int64(e.fx.valid) ||
+		again.EventsDuplicate != int64(e.fx.valid) || again.ProfilesUpdated != fixtureUsers {
+		t.Fatalf("second job: %+v", again)
+	}
+	e.checkStored()
+	if strings.Contains(e.logs.String(), testSecret) || strings.Contains(e.logs.String(), testKey) {
+		t.Fatal("credentials in the log")
+	}
+}
+
+// stopAfter lets n writes through, then blocks the next one until its
+// context ends, after asking the service to shut down: a restart in the
+// middle of a range, at a known point.
+type stopAfter struct {
+	store.Store
+	n    atomic.Int32
+	stop func()
+}
+
+func (s *stopAfter) Write(ctx context.Context, b []store.Batch) (store.WriteResult, error) {
+	if s.n.Add(-1) < 0 {
+		go s.stop()
+		<-ctx.Done()
+		return store.WriteResult{}, ctx.Err()
+	}
+	return s.Store.Write(ctx, b)
+}
+
+// A job stopped mid-range resumes after a restart at the first hour not
+// done, with credentials sealed in its file: the project ends with exactly
+// one copy of every event and the profiles of every user, though the
+// interrupted range was written twice and its profiles were gathered by
+// two processes.
+func TestMigrationResumesAfterRestart(t *testing.T) {
+	key := make([]byte, KeySize)
+	e := newEnv(t, func(c *Config) { c.CredentialKey = key })
+	e.wrap = func(st store.Store) store.Store {
+		w := &stopAfter{Store: st}
+		w.n.Store(15) // ~400 events a day in batches of 50: mid second day
+		w.stop = func() { e.svc.Close() }
+		return w
+	}
+	e.restart()
+	code, body := e.do("POST", "/amplitude", request())
+	if code != 202 {
+		t.Fatalf("POST: %d %v", code, body)
+	}
+	id := body["job_id"].(string)
+	mid := e.wait(id)
+	if mid.State != Exporting || mid.HoursDone != 24 {
+		t.Fatalf("after the stop: %+v", mid)
+	}
+	raw, _ := os.ReadFile(filepath.Join(e.dir, "migrations", id+".json"))
+	if strings.Contains(string(raw), testSecret) || !strings.Contains(string(raw), "sealed_credentials") {
+		t.Fatalf("job file:\n%s", raw)
+	}
+	written := len(e.stored())
+	if written <= 0 || written >= e.fx.valid {
+		t.Fatalf("%d events written before the stop", written)
+	}
+
+	e.wrap = nil
+	e.restart() // Resume picks the job up by itself
+	st := e.wait(id)
+	if st.State != Succeeded || st.HoursDone != 96 || st.EventsExported != int64(len(e.fx.events)) ||
+		st.EventsImported != int64(e.fx.valid) || st.EventsFailed != int64(e.fx.invalid) || st.EventsDuplicate == 0 ||
+		st.ProfilesUpdated != fixtureUsers {
+		t.Fatalf("resumed job: %+v", st)
+	}
+	e.checkStored()
+	// The resumed job fetched the first day once only.
+	first := 0
+	for _, r := range e.srv.Requests() {
+		if r.Start == "20240301T00" && r.End == "20240301T23" {
+			first++
+		}
+	}
+	if first != 1 {
+		t.Fatalf("day one fetched %d times", first)
+	}
+}
+
+// Without a credential key, an interrupted job waits after a restart
+// until the same request is posted again, and then resumes under the same
+// id, also in a process that never called Resume.
+func TestMigrationResumeNeedsCredentials(t *testing.T) {
+	e := newEnv(t, nil)
+	e.wrap = func(st store.Store) store.Store {
+		w := &stopAfter{Store: st}
+		w.n.Store(20)
+		w.stop = func() { e.svc.Close() }
+		return w
+	}
+	e.restart()
+	code, body := e.do("POST", "/amplitude", request())
+	if code != 202 {
+		t.Fatalf("POST: %d %v", code, body)
+	}
+	id := body["job_id"].(string)
+	e.wait(id)
+	e.wrap = nil
+	e.restart()
+	st := e.wait(id)
+	if st.State != Exporting || !st.NeedsCredentials {
+		t.Fatalf("after restart: %+v", st)
+	}
+	raw, _ := os.ReadFile(filepath.Join(e.dir, "migrations", id+".json"))
+	if strings.Contains(string(raw), testSecret) || strings.Contains(string(raw), "sealed_credentials") {
+		t.Fatalf("job file:\n%s", raw)
+	}
+	// A process that did not Resume (the CLI) finds the job on a POST too.
+	e.noResume = true
+	e.restart()
+	// Another Amplitude key is another migration; the same key resumes.
+	other := request()
+	other["SOURCE_API_KEY"] = "another-key"
+	if code, body := e.do("POST", "/amplitude", other); code != 401 {
+		t.Fatalf("wrong key: %d %v", code, body)
+	}
+	code, body = e.do("POST", "/amplitude", request())
+	if code != 202 || body["job_id"] != id {
+		t.Fatalf("re-POST: %d %v (want job %s)", code, body, id)
+	}
+	if st := e.wait(id); st.State != Succeeded || st.EventsImported != int64(e.fx.valid) || st.NeedsCredentials {
+		t.Fatalf("resumed: %+v", st)
+	}
+	e.checkStored()
+}
+
+// The spill is exercised at its limits: tiny memory forces a run per few
+// users and several levels of merges; the result is the same profiles.
+func TestProfileSpillMerges(t *testing.T) {
+	dir := t.TempDir()
+	p := newProfileSpill(dir, 1) // spill on every new user
+	var st profileState
+	want := map[string]int64{}
+	for i := range 500 {
+		user := fmt.Sprintf("u%03d", i%37)
+		ms := int64((i * 7919) % 1000)
+		if err := p.observe(&st, []byte(user), ms, fmt.Sprint(i), []byte(fmt.Sprintf(`{"i":%d}`, i))); err != nil {
+			t.Fatal(err)
+		}
+		if ms >= want[user] {
+			want[user] = ms
+		}
+		if i%50 == 49 {
+			obsolete, err := p.commit(&st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range obsolete {
+				os.Remove(f)
+			}
+		}
+	}
+	if maxLevel(st.Runs) < 2 {
+		t.Fatalf("runs %+v: expected merges into level 2", st.Runs)
+	}
+	got := map[string]int64{}
+	err := mergeRuns(dir, st.Runs, func(user []byte, ms int64, _, _ []byte) error {
+		if _, dup := got[string(user)]; dup {
+			t.Fatalf("user %s emitted twice", user)
+		}
+		got[string(user)] = ms
+		return nil
+	})
+	if err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("merged %v (err %v); want %v", got, err, want)
+	}
+	ents, _ := os.ReadDir(dir)
+	if len(ents) != len(st.Runs) {
+		t.Fatalf("%d files for %d runs", len(ents), len(st.Runs))
+	}
+}

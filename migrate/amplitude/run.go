@@ -1,0 +1,204 @@
+package amplitude
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/profile"
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/jsonw"
+)
+
+// execute runs a job from its last checkpoint to its end: every hour not
+// done, range by range, then the profiles. Each range is fetched, its
+// events written, and then checkpointed: hours done, counts and the
+// profile runs are saved together, so after a crash the job continues at
+// the first hour not done. Events of a range that a crash interrupted are
+// written again and absorbed by dedup (their $insert_id is derived from
+// the event itself), so the project holds one copy of each.
+func (s *Service) execute(ctx context.Context, jr *jobRun) error {
+	jr.mu.Lock()
+	j := jr.job
+	creds := jr.creds
+	if j.StartedAt.IsZero() {
+		j.StartedAt = s.cfg.Now().UTC()
+	}
+	if j.State == Queued {
+		j.State = Exporting
+	}
+	snap := j.clone()
+	jr.mu.Unlock()
+	if err := s.cfg.Jobs.Save(ctx, &snap); err != nil {
+		return err
+	}
+	project, ok := s.cfg.Projects.Project(snap.ProjectID)
+	if !ok {
+		return fmt.Errorf("project %d is no longer configured on this server", snap.ProjectID)
+	}
+	dir, err := s.cfg.Jobs.WorkDir(snap.ID)
+	if err != nil {
+		return err
+	}
+	pst := snap.Profiles
+	removeOrphans(dir, &pst)
+
+	if snap.State == Exporting {
+		baseURL := s.cfg.BaseURL
+		if snap.Region == "EU" {
+			baseURL = s.cfg.EUBaseURL
+		}
+		l := newLoader(project.ID, project.Token, s.cfg.Store, s.cfg.Now, s.cfg.BatchSize)
+		l.maxEvents = s.cfg.MaxEvents
+		l.prof, l.pst = newProfileSpill(dir, s.cfg.ProfileMemory), &pst
+		l.progress = func(c Counts) {
+			jr.mu.Lock()
+			jr.live = Counts{EventsExported: c.EventsExported, EventsImported: c.EventsImported,
+				EventsDuplicate: c.EventsDuplicate, EventsFailed: c.EventsFailed}
+			jr.mu.Unlock()
+		}
+		client := s.client(baseURL, creds)
+		chunk := time.Duration(s.cfg.ChunkHours) * time.Hour
+		for cur, end := snap.cursor(), snap.End; !cur.After(end); cur = jr.cursor() {
+			to := cur.Truncate(chunk).Add(chunk - time.Hour) // UTC-day aligned when chunk divides a day
+			if to.After(end) {
+				to = end
+			}
+			err := client.Walk(ctx, cur, to, func(a, b time.Time, ar *Archive) error {
+				return s.loadRange(ctx, jr, l, ar, hoursIn(a, b))
+			})
+			if err != nil {
+				l.prof.discard()
+				if errors.Is(err, errTooManyEvents) {
+					return fmt.Errorf("the range holds %d events or more, over the migration service's limit (spec §4.5); the hours done stay imported, and migrating the rest in smaller ranges adds no duplicates", s.cfg.MaxEvents)
+				}
+				return fmt.Errorf("hours %s to %s: %w", cur.Format(hourLayout), to.Format(hourLayout), err)
+			}
+		}
+		jr.mu.Lock()
+		jr.job.State = Loading
+		jr.job.ProfilesUpdated, jr.job.ProfilesFailed = 0, 0 // a resumed load starts over
+		snap = jr.job.clone()
+		jr.mu.Unlock()
+		if err := s.cfg.Jobs.Save(ctx, &snap); err != nil {
+			return err
+		}
+	}
+	return s.loadProfiles(ctx, jr, dir, snap.Profiles.Runs, project.ID)
+}
+
+func (jr *jobRun) cursor() time.Time {
+	jr.mu.Lock()
+	defer jr.mu.Unlock()
+	return jr.job.cursor()
+}
+
+// loadRange writes one fetched range and checkpoints it.
+func (s *Service) loadRange(ctx context.Context, jr *jobRun, l *loader, ar *Archive, hours int) error {
+	jr.mu.Lock()
+	l.before = jr.job.EventsExported
+	jr.mu.Unlock()
+	err := ar.Lines(func(loc Location, line []byte) error { return l.line(ctx, loc, line) })
+	if err == nil {
+		err = l.flush(ctx)
+	}
+	var obsolete []string
+	if err == nil {
+		obsolete, err = l.prof.commit(l.pst)
+	}
+	if err != nil {
+		return err
+	}
+	c := l.take()
+	s.countEvents(l.project, c)
+	jr.mu.Lock()
+	j := jr.job
+	j.HoursDone += hours
+	j.Counts.add(c)
+	j.Profiles = profileState{Runs: append([]profileRun(nil), l.pst.Runs...), Seq: l.pst.Seq}
+	j.UpdatedAt = s.cfg.Now().UTC()
+	jr.live = Counts{}
+	snap := j.clone()
+	jr.mu.Unlock()
+	if err := s.cfg.Jobs.Save(ctx, &snap); err != nil {
+		return err
+	}
+	for _, f := range obsolete { // only now does no saved state name them
+		_ = os.Remove(f)
+	}
+	return nil
+}
+
+// profileBatch is how many profile updates go into one store write.
+const profileBatch = 1000
+
+// loadProfiles writes one $set per user from the user's latest event, with
+// $time = that event's time, so $last_seen is the user's last activity and
+// a repeated load writes the same profile.
+func (s *Service) loadProfiles(ctx context.Context, jr *jobRun, dir string, runs []profileRun, project int64) error {
+	ps := profile.Parser{NoToken: true}
+	batch := store.Batch{Project: project}
+	var c Counts
+	var buf []byte
+	write := func() error {
+		if len(batch.Profiles) == 0 {
+			return nil
+		}
+		res, err := s.cfg.Store.Write(ctx, []store.Batch{batch})
+		if err != nil {
+			return fmt.Errorf("write profiles: %w", err)
+		}
+		c.ProfilesUpdated += int64(res.Profiles)
+		for _, rj := range res.Rejected {
+			c.ProfilesFailed++
+			c.fail(Failure{Field: "$set", Message: "user " + batch.Profiles[rj.Ref].DistinctID + ": " + rj.Err.Error()})
+		}
+		batch.Profiles = batch.Profiles[:0]
+		jr.mu.Lock()
+		jr.live = Counts{ProfilesUpdated: c.ProfilesUpdated, ProfilesFailed: c.ProfilesFailed}
+		jr.mu.Unlock()
+		return nil
+	}
+	err := mergeRuns(dir, runs, func(user []byte, ms int64, _, props []byte) error {
+		buf = append(buf[:0], `{"$distinct_id":`...)
+		buf = jsonw.String(buf, b2s(user))
+		buf = append(buf, `,"$time":`...)
+		buf = strconv.AppendInt(buf, ms, 10)
+		buf = append(buf, `,"$set":`...)
+		if len(props) == 0 {
+			buf = append(buf, "{}"...)
+		} else {
+			buf = append(buf, props...)
+		}
+		buf = append(buf, '}')
+		u, err := ps.ParseUser(buf)
+		if err != nil {
+			c.ProfilesFailed++
+			field, msg := "", err.Error()
+			if fe, ok := errors.AsType[*profile.FieldError](err); ok {
+				field, msg = fe.Field, fe.Message
+			}
+			c.fail(Failure{Field: field, Message: "user " + string(user) + ": " + msg})
+			return nil
+		}
+		batch.Profiles = append(batch.Profiles, store.ProfileUpdate{Update: u, Ref: len(batch.Profiles)})
+		if len(batch.Profiles) >= profileBatch {
+			return write()
+		}
+		return nil
+	})
+	if err == nil {
+		err = write()
+	}
+	if err != nil {
+		return err
+	}
+	jr.mu.Lock()
+	jr.job.Counts.add(c)
+	jr.live = Counts{}
+	jr.mu.Unlock()
+	return nil
+}

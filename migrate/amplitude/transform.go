@@ -1,0 +1,406 @@
+package amplitude
+
+import (
+	"hash/maphash"
+	"strconv"
+	"time"
+	"unsafe"
+
+	"github.com/valyala/fastjson"
+
+	"github.com/tributary-dev/tributary/engine/mapping"
+	"github.com/tributary-dev/tributary/internal/jsonw"
+)
+
+// Source is the $source property of every migrated event.
+const Source = "amplitude"
+
+// Amplitude's standard fields and the properties they become: the map of
+// Mixpanel's own reference transforms (public-interface-facts §5.2). The
+// export names some fields differently from Amplitude's ingestion API
+// (version_name, device_carrier); both spellings are mapped.
+var renamed = [...]struct{ from, to string }{
+	{"ip_address", "ip"},
+	{"city", "$city"},
+	{"region", "$region"},
+	{"country", "mp_country_code"},
+	{"app_version", "$app_version_string"},
+	{"version_name", "$app_version_string"},
+	{"os_name", "$os"},
+	{"os_version", "$os_version"},
+	{"device_brand", "$brand"},
+	{"device_manufacturer", "$manufacturer"},
+	{"device_model", "$model"},
+	{"carrier", "$carrier"},
+	{"device_carrier", "$carrier"},
+}
+
+// passedThrough keep their Amplitude name.
+var passedThrough = [...]string{
+	"platform", "dma", "language", "price", "quantity", "revenue", "productId", "revenueType",
+	"location_lat", "location_lng", "idfa", "idfv", "adid", "android_id", "event_id", "session_id", "plan",
+}
+
+// reserved are written by the transform itself, or steer identity, so an
+// event or user property of that name is dropped rather than allowed to
+// change the event's time, dedup key or user.
+var reserved = [...]string{"time", "distinct_id", "$distinct_id", "$insert_id", "$user_id", "$device_id", "$source", "$import"}
+
+// fieldError is an exported line the transform cannot turn into a record.
+type fieldError struct{ field, msg string }
+
+// amplitudeEvent is what the pipeline keeps of a line besides its record:
+// spans of the side buffer given to appendRecord.
+type amplitudeEvent struct {
+	user  span // user_id as text; empty without one
+	props span // user_properties as a JSON object; empty without
+}
+
+type span struct{ start, end int }
+
+func (s span) of(b []byte) []byte { return b[s.start:s.end] }
+func (s span) empty() bool        { return s.end == s.start }
+
+// transformer turns export lines into /import records. It reuses its
+// parser and buffers: one per goroutine.
+type transformer struct {
+	p     fastjson.Parser
+	top   [len(renamed) + len(passedThrough)]*fastjson.Value
+	slots map[string]int // top-level field name → index in top
+	seen  nameSet        // property names written to the current record
+	seed  maphash.Seed
+	// Hashes of the fixed names, computed once.
+	reserved [len(reserved)]uint64
+	targets  [len(renamed) + len(passedThrough)]uint64
+	prefixes [len(renamed) + len(passedThrough)][]byte // ,"name":
+	key, dev []byte
+}
+
+func newTransformer() *transformer {
+	t := &transformer{seed: maphash.MakeSeed(), slots: make(map[string]int, len(renamed)+len(passedThrough))}
+	target := func(i int, from, to string) {
+		t.slots[from] = i
+		t.targets[i] = maphash.String(t.seed, to)
+		t.prefixes[i] = append(jsonw.String([]byte{','}, to), ':')
+	}
+	for i, r := range renamed {
+		target(i, r.from, r.to)
+	}
+	for i, name := range passedThrough {
+		target(len(renamed)+i, name, name)
+	}
+	for i, name := range reserved {
+		t.reserved[i] = maphash.String(t.seed, name)
+	}
+	return t
+}
+
+// nameSet is a set of 64-bit name hashes: open addressing, emptied in O(1)
+// by bumping a generation. A map of strings would allocate per property,
+// and a 64-bit collision (which would drop one property) is far less
+// likely than a disk error.
+type nameSet struct {
+	slots []nameSlot
+	gen   uint32
+	n     int
+}
+
+type nameSlot struct {
+	h   uint64
+	gen uint32
+}
+
+func (s *nameSet) reset() {
+	s.gen++
+	s.n = 0
+	if s.gen == 0 { // wrapped: old stamps could look current
+		clear(s.slots)
+		s.gen = 1
+	}
+}
+
+// add inserts h and reports whether it was absent.
+func (s *nameSet) add(h uint64) bool {
+	if 2*(s.n+1) > len(s.slots) {
+		s.grow()
+	}
+	mask := len(s.slots) - 1
+	for i := int(h) & mask; ; i = (i + 1) & mask {
+		e := &s.slots[i]
+		if e.gen != s.gen {
+			e.h, e.gen = h, s.gen
+			s.n++
+			return true
+		}
+		if e.h == h {
+			return false
+		}
+	}
+}
+
+func (s *nameSet) grow() {
+	old, gen := s.slots, s.gen
+	s.slots = make([]nameSlot, max(64, 2*len(old)))
+	s.n = 0
+	for _, e := range old {
+		if e.gen == gen {
+			s.add(e.h)
+		}
+	}
+}
+
+// claim reports whether name is still free in the current record and
+// takes it.
+func (t *transformer) claim(name []byte) bool { return t.seen.add(maphash.Bytes(t.seed, name)) }
+
+// core are the fields the identity, time and dedup key come from.
+type core struct {
+	eventType, userID, deviceID, eventTime, amplitudeID, uuid *fastjson.Value
+	eventProps, userProps                                     *fastjson.Value
+}
+
+// appendRecord appends the /import record of one exported event to dst:
+//
+//	{"event": event_type, "properties": {time, distinct_id, $insert_id,
+//	 $user_id, $device_id, mapped standard fields, $source, $import,
+//	 event_properties…, user_properties…}}
+//
+// Earlier names win: standard fields over event properties, event
+// properties over user properties. Validation is left to the /import
+// decoder, so a record may still be refused there (no event_type, say).
+//
+// The user id and user properties go to side, for the profile pass.
+func (t *transformer) appendRecord(dst, side, line []byte, ev *amplitudeEvent) ([]byte, []byte, *fieldError) {
+	v, err := t.p.ParseBytes(line)
+	if err != nil {
+		return dst, side, &fieldError{"", "invalid JSON: " + err.Error()}
+	}
+	obj, err := v.Object()
+	if err != nil {
+		return dst, side, &fieldError{"", "invalid event: must be a JSON object"}
+	}
+	var c core
+	clear(t.top[:])
+	obj.Visit(func(k []byte, v *fastjson.Value) {
+		switch string(k) {
+		case "event_type":
+			c.eventType = v
+		case "user_id":
+			c.userID = v
+		case "device_id":
+			c.deviceID = v
+		case "event_time":
+			c.eventTime = v
+		case "amplitude_id":
+			c.amplitudeID = v
+		case "uuid":
+			c.uuid = v
+		case "event_properties":
+			c.eventProps = v
+		case "user_properties":
+			c.userProps = v
+		default:
+			if i, ok := t.slots[string(k)]; ok && t.top[i] == nil && v.Type() != fastjson.TypeNull {
+				t.top[i] = v
+			}
+		}
+	})
+	ms, ok := eventTimeMs(c.eventTime)
+	if !ok {
+		got := "nothing"
+		if c.eventTime != nil {
+			got = string(c.eventTime.MarshalTo(nil))
+		}
+		return dst, side, &fieldError{"event_time", "'event_time' is invalid: must be UTC 'YYYY-MM-DD HH:MM:SS[.ffffff]'; got " + truncateText(got, 64)}
+	}
+	ev.user.start = len(side)
+	side = appendID(side, c.userID)
+	ev.user.end = len(side)
+	ev.props.start = len(side)
+	if c.userProps != nil && c.userProps.Type() == fastjson.TypeObject {
+		side = c.userProps.MarshalTo(side)
+	}
+	ev.props.end = len(side)
+	user := ev.user.of(side)
+	device := appendID(t.dev[:0], c.deviceID)
+	t.dev = device
+
+	t.seen.reset()
+	for _, h := range t.reserved {
+		t.seen.add(h)
+	}
+	dst = append(dst, '{')
+	if c.eventType != nil {
+		dst = append(dst, `"event":`...)
+		dst = c.eventType.MarshalTo(dst)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"properties":{"time":`...)
+	dst = strconv.AppendInt(dst, ms, 10)
+	dst = append(dst, `,"distinct_id":`...)
+	switch {
+	case len(user) > 0:
+		dst = jsonw.String(dst, b2s(user))
+	case len(device) > 0:
+		dst = jsonw.String(dst, "$device:"+b2s(device))
+	default: // neither: Mixpanel's reference transform falls back to amplitude_id
+		dst = jsonw.String(dst, string(appendID(nil, c.amplitudeID)))
+	}
+	iid := t.insertID(&c, user)
+	dst = append(dst, `,"$insert_id":"`...)
+	dst = append(dst, iid...)
+	dst = append(dst, '"')
+	if len(user) > 0 {
+		dst = append(dst, `,"$user_id":`...)
+		dst = jsonw.String(dst, b2s(user))
+	}
+	if len(device) > 0 {
+		dst = append(dst, `,"$device_id":`...)
+		dst = jsonw.String(dst, b2s(device))
+	}
+	for i, v := range t.top {
+		if v != nil && t.seen.add(t.targets[i]) {
+			dst = v.MarshalTo(append(dst, t.prefixes[i]...))
+		}
+	}
+	dst = append(dst, `,"$source":"`+Source+`","$import":true`...)
+	dst = t.spread(dst, c.eventProps)
+	dst = t.spread(dst, c.userProps)
+	return append(dst, "}}"...), side, nil
+}
+
+// spread appends the members of an object (event or user properties).
+func (t *transformer) spread(dst []byte, v *fastjson.Value) []byte {
+	if v == nil || v.Type() != fastjson.TypeObject {
+		return dst
+	}
+	o, _ := v.Object()
+	o.Visit(func(k []byte, v *fastjson.Value) {
+		if !t.claim(k) {
+			return
+		}
+		dst = append(dst, ',')
+		dst = jsonw.String(dst, b2s(k))
+		dst = append(dst, ':')
+		dst = v.MarshalTo(dst)
+	})
+	return dst
+}
+
+// insertID derives the event's $insert_id (spec §2.5: Amplitude does not
+// export one; build it from event type, user id, event time and the
+// internal id). The input follows the public warehouse recipe
+// ('[amp] ' + event_type + user_id + event_time + amplitude_id) with
+// separators, plus the event's uuid so two events of one user at the same
+// microsecond stay two. The '[' and ' ' make the text an invalid insert
+// id, so NormalizeInsertID always hashes it to 36 bytes of UUID layout:
+// the same event gets the same id in every run and process.
+func (t *transformer) insertID(c *core, user []byte) string {
+	k := append(t.key[:0], "[amp] "...)
+	k = appendText(k, c.eventType)
+	k = append(append(k, 0x1f), user...)
+	k = appendText(append(k, 0x1f), c.eventTime)
+	k = appendID(append(k, 0x1f), c.amplitudeID)
+	k = appendID(append(k, 0x1f), c.uuid)
+	t.key = k
+	return mapping.NormalizeInsertID(b2s(k))
+}
+
+// appendID appends an id as text: a string's bytes, a number's digits;
+// nothing when absent, null or of another type.
+func appendID(dst []byte, v *fastjson.Value) []byte {
+	if v == nil {
+		return dst
+	}
+	switch v.Type() {
+	case fastjson.TypeString:
+		return append(dst, v.GetStringBytes()...)
+	case fastjson.TypeNumber:
+		return v.MarshalTo(dst)
+	}
+	return dst
+}
+
+// appendText appends a string's bytes, or any other value as JSON.
+func appendText(dst []byte, v *fastjson.Value) []byte {
+	if v == nil {
+		return dst
+	}
+	if v.Type() == fastjson.TypeString {
+		return append(dst, v.GetStringBytes()...)
+	}
+	return v.MarshalTo(dst)
+}
+
+// b2s views bytes as a string without copying; the string must not
+// outlive the next change to b.
+func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
+
+// eventTimeMs parses Amplitude's event_time, "2021-12-09 00:45:29.430000"
+// (UTC, no zone), to milliseconds, dropping digits below the millisecond as
+// Mixpanel's reference transforms do. A 'T' separator and a trailing 'Z'
+// are accepted too.
+func eventTimeMs(v *fastjson.Value) (int64, bool) {
+	if v == nil || v.Type() != fastjson.TypeString {
+		return 0, false
+	}
+	s := v.GetStringBytes()
+	if n := len(s); n > 0 && s[n-1] == 'Z' {
+		s = s[:n-1]
+	}
+	if len(s) < 19 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' || s[16] != ':' {
+		return 0, false
+	}
+	var f [6]int
+	for i, at := range [6]int{0, 5, 8, 11, 14, 17} {
+		w := 2
+		if i == 0 {
+			w = 4
+		}
+		n, ok := digits(s[at : at+w])
+		if !ok {
+			return 0, false
+		}
+		f[i] = n
+	}
+	ms := 0
+	if rest := s[19:]; len(rest) > 0 {
+		if rest[0] != '.' || len(rest) < 2 || len(rest) > 10 {
+			return 0, false
+		}
+		frac, ok := digits(rest[1:])
+		if !ok {
+			return 0, false
+		}
+		for range 10 - len(rest) { // scale to nanoseconds
+			frac *= 10
+		}
+		ms = frac / 1e6
+	}
+	if f[1] < 1 || f[1] > 12 || f[2] < 1 || f[2] > 31 || f[3] > 23 || f[4] > 59 || f[5] > 59 {
+		return 0, false
+	}
+	t := time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], 0, time.UTC)
+	if t.Day() != f[2] { // 31 February would roll over
+		return 0, false
+	}
+	return t.UnixMilli() + int64(ms), true
+}
+
+func digits(b []byte) (int, bool) {
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, len(b) > 0
+}
+
+func truncateText(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}
