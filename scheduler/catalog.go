@@ -1,11 +1,13 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -159,26 +161,21 @@ func (c *Catalog) List(project int64) []Entry {
 	}
 	slices.SortFunc(out, func(a, b Entry) int {
 		if a.Import.ProjectID != b.Import.ProjectID {
-			return int(a.Import.ProjectID - b.Import.ProjectID)
+			return cmp.Compare(a.Import.ProjectID, b.Import.ProjectID)
 		}
 		return compareIDs(a.Import.ID, b.Import.ID)
 	})
 	return out
 }
 
+// compareIDs orders numeric ids as numbers (the API's), others as text.
 func compareIDs(a, b string) int {
 	na, ea := strconv.ParseInt(a, 10, 64)
 	nb, eb := strconv.ParseInt(b, 10, 64)
 	if ea == nil && eb == nil {
-		return int(na - nb)
+		return cmp.Compare(na, nb)
 	}
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
+	return strings.Compare(a, b)
 }
 
 // Get returns one import that is not deleted.

@@ -132,13 +132,9 @@ func (c *Catalog) Patch(ctx context.Context, project int64, id string, paused *b
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := key{project, id}
-	e, ok := c.entries[k]
-	if !ok || e.Deleted {
-		return Entry{}, fmt.Errorf("import %s in project %d: %w", id, project, ErrNotFound)
-	}
-	d, ok := c.docs[k]
-	if !ok {
-		d = doc{Origin: e.Origin}
+	d, err := c.docOf(k)
+	if err != nil {
+		return Entry{}, err
 	}
 	if paused != nil {
 		d.Paused = paused
@@ -155,14 +151,23 @@ func (c *Catalog) Delete(ctx context.Context, project int64, id string) (Entry, 
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	k := key{project, id}
-	e, ok := c.entries[k]
-	if !ok || e.Deleted {
-		return Entry{}, fmt.Errorf("import %s in project %d: %w", id, project, ErrNotFound)
-	}
-	d, ok := c.docs[k]
-	if !ok {
-		d = doc{Origin: e.Origin}
+	d, err := c.docOf(k)
+	if err != nil {
+		return Entry{}, err
 	}
 	d.Deleted = true
 	return c.save(ctx, k, d)
+}
+
+// docOf returns the stored document of a live import, or a fresh one for
+// a file import the API has not changed yet; the caller holds c.mu.
+func (c *Catalog) docOf(k key) (doc, error) {
+	e, ok := c.entries[k]
+	if !ok || e.Deleted {
+		return doc{}, fmt.Errorf("import %s in project %d: %w", k.id, k.project, ErrNotFound)
+	}
+	if d, ok := c.docs[k]; ok {
+		return d, nil
+	}
+	return doc{Origin: e.Origin}, nil
 }

@@ -1,6 +1,7 @@
 package run
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -53,21 +54,11 @@ func (v value) compare(o value) int {
 	case v.T != nil && o.T != nil:
 		return v.T.Compare(*o.T)
 	case v.I != nil && o.I != nil:
-		return cmp(*v.I, *o.I)
+		return cmp.Compare(*v.I, *o.I)
 	case v.F != nil && o.F != nil:
-		return cmp(*v.F, *o.F)
+		return cmp.Compare(*v.F, *o.F)
 	case v.S != nil && o.S != nil:
 		return strings.Compare(*v.S, *o.S)
-	}
-	return 0
-}
-
-func cmp[T int64 | float64](a, b T) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
 	}
 	return 0
 }
