@@ -181,17 +181,15 @@ func (p *pass) planIncremental(ctx context.Context, schema *connectors.Schema, r
 	}
 	p.curNames, p.inclusive = names, len(names) == 1
 	req.OrderBy = names
-	if p.opt.Full && p.cur == nil {
-		return nil
+	if p.opt.Full {
+		return nil // read everything; the watermark is rebuilt from the rows
 	}
 	ck, err := p.r.Store.Checkpoint(ctx, im.ProjectID, im.ID)
 	if err != nil {
 		return connectors.Permanent(fmt.Errorf("read checkpoint: %w", err))
 	}
-	if !p.opt.Full {
-		if p.cur, err = decodeCursor(ck); err != nil {
-			return connectors.Permanent(err)
-		}
+	if p.cur, err = decodeCursor(ck); err != nil {
+		return connectors.Permanent(err)
 	}
 	if p.cur == nil {
 		return nil
@@ -200,7 +198,6 @@ func (p *pass) planIncremental(ctx context.Context, schema *connectors.Schema, r
 		// The key changed (a new primary key, another insert-id column):
 		// keep the insert time only, inclusively, so no row is skipped.
 		p.cur = &cursor{Columns: names[:1], Values: p.cur.Values[:1], Inclusive: true}
-		p.cur.Columns = names[:1]
 	}
 	req.After = p.cur.watermark(im.LookbackDuration())
 	return nil
