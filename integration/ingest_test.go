@@ -192,7 +192,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	wantImported(t, s.importEvents(t, asSecret, nil, batch), 5)
 	wantImported(t, s.importEvents(t, asSecret, nil, batch), 5)
 	wantError(t, s.importEvents(t, noAuth, nil, batch), http.StatusUnauthorized, "Unauthorized")
-	r = s.do(t, request{Method: http.MethodGet, Path: "/metrics"})
+	r = s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: asSecret})
 	if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("metrics: %s", r)
 	}
@@ -212,4 +212,38 @@ func TestHealthAndMetrics(t *testing.T) {
 	}
 	r = s.do(t, request{Method: http.MethodGet, Path: "/no/such/path"})
 	wantError(t, r, http.StatusNotFound, "Not Found")
+}
+
+// /metrics carries every project's figures: it takes the scrape token or
+// a credential that may administer a project, nothing less.
+func TestMetricsNeedAuth(t *testing.T) {
+	cfg := defaultConfig()
+	cfg.MetricsTok = "scrape-token-0123456789"
+	s := startServer(t, cfg)
+	for _, c := range []struct {
+		name string
+		auth authFn
+		want int
+	}{
+		{"none", noAuth, 401},
+		{"project token", basicAuth(mainToken, ""), 401},
+		{"analyst", basicAuth(analystSA, analystSec), 401},
+		{"wrong scrape token", bearerAuth("scrape-token-wrong-456789"), 401},
+		{"API secret", asSecret, 200},
+		{"owner", basicAuth(ownerSA, ownerSecret), 200},
+		{"scrape token", bearerAuth("scrape-token-0123456789"), 200},
+	} {
+		r := s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: c.auth})
+		if r.Status != c.want {
+			t.Errorf("%s: %d, want %d: %s", c.name, r.Status, c.want, r.Body)
+		}
+		if c.want != 200 {
+			continue
+		}
+		for _, m := range []string{"tributary_commit_queue_requests ", "tributary_commit_queue_records ", "tributary_sync_runs_active ", "tributary_sync_runs_owned "} {
+			if !strings.Contains(string(r.Body), "\n"+m) {
+				t.Errorf("%s: /metrics lacks %s", c.name, m)
+			}
+		}
+	}
 }

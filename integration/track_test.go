@@ -222,7 +222,7 @@ func TestTrackOldEventsDropped(t *testing.T) {
 	if len(got) != 1 || got[0].Event != "recent" {
 		t.Fatalf("export: %v, want only the 4-day-old event", got)
 	}
-	m := s.do(t, request{Method: "GET", Path: "/metrics"})
+	m := s.do(t, request{Method: "GET", Path: "/metrics", Auth: asSecret})
 	if !strings.Contains(string(m.Body), `tributary_track_events_too_old_total{project="1"} 3`) {
 		t.Errorf("metrics lack the too-old counter of 3:\n%s", m.Body)
 	}

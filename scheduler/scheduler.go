@@ -6,7 +6,8 @@
 // within the join window is returned instead of starting another, so a
 // cron tick and a manual trigger at the same moment make one run, as
 // River's unique-per-period jobs do. Because the decision lives in the
-// store, it holds for every process sharing it.
+// store, it holds for every process sharing it; run leases (lease.go) let
+// another process resume the runs of one that died.
 package scheduler
 
 import (
@@ -18,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/robfig/cron/v3"
@@ -25,6 +27,7 @@ import (
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/run"
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/metrics"
 )
 
 // Triggers.
@@ -56,6 +59,16 @@ type Options struct {
 	APILimit int
 	// ProgressEvery is how often a run's progress is saved (default 2s).
 	ProgressEvery time.Duration
+	// Owner names this process in the runs it starts (default
+	// host/pid/random). Lease is how long a run's claim holds unrenewed
+	// (default 30s): then another process interrupts and resumes it.
+	// RenewEvery is how often the leases of this process's runs are
+	// renewed (default Lease/3); lapsed leases are looked for every Lease/2.
+	Owner      string
+	Lease      time.Duration
+	RenewEvery time.Duration
+	// Metrics receives the lease figures (nil: not exported).
+	Metrics *metrics.Registry
 }
 
 // Scheduler owns the cron and the runs in progress.
@@ -71,12 +84,16 @@ type Scheduler struct {
 	runCtx   context.Context
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+	lease    leaseState
 }
 
 type active struct {
 	run    store.Run
 	stats  run.Stats
 	cancel context.CancelFunc
+	// lost: another process took the run over (lease.go); ended: the run
+	// is saving its end, so a renewal that misses it lost nothing.
+	lost, ended atomic.Bool
 }
 
 // New builds a scheduler over the catalog; Start begins scheduling.
@@ -102,6 +119,7 @@ func New(c *Catalog, opt Options) *Scheduler {
 		runCtx: ctx, cancel: cancel,
 		cron: cron.New(cron.WithParser(cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor))),
 	}
+	s.initLeases()
 	c.onChange = s.reschedule
 	return s
 }
@@ -109,15 +127,12 @@ func New(c *Catalog, opt Options) *Scheduler {
 // Catalog returns the imports the scheduler runs.
 func (s *Scheduler) Catalog() *Catalog { return s.catalog }
 
-// Start marks runs a crash cut off as FAILED, schedules every import and
-// starts the cron.
+// Start marks runs a crash cut off as FAILED (those whose lease lapsed;
+// with the embedded store, all) and resumes them, schedules every import,
+// starts the cron and the search for lapsed leases.
 func (s *Scheduler) Start(ctx context.Context) error {
-	n, err := s.opt.Store.InterruptRuns(ctx, "interrupted: the server stopped during the run", s.opt.Now().UnixMilli())
-	if err != nil {
+	if err := s.reap(ctx, reasonStopped); err != nil {
 		return fmt.Errorf("scheduler: %w", err)
-	}
-	if n > 0 {
-		s.opt.Log.Warn("runs interrupted by a crash marked FAILED; their imports resume from the last committed watermark", "runs", n)
 	}
 	for _, e := range s.catalog.List(0) {
 		s.reschedule(e)
@@ -140,6 +155,7 @@ func (s *Scheduler) Start(ctx context.Context) error {
 			}
 		}
 	}
+	go s.reapLoop()
 	return nil
 }
 
@@ -155,7 +171,7 @@ func (s *Scheduler) reschedule(e Entry) {
 	if e.Deleted || e.Paused() || s.stopping {
 		return
 	}
-	sched, err := importspec.ParseSchedule(e.Schedule())
+	sched, _, err := parseSchedule(e.Schedule())
 	if err != nil || sched == nil {
 		return // api-only (a bad schedule was refused when the import was declared)
 	}
@@ -163,10 +179,14 @@ func (s *Scheduler) reschedule(e Entry) {
 	s.entries[k] = s.cron.Schedule(sched, cron.FuncJob(func() { s.tick(project, id) }))
 }
 
-// tick is a cron activation. Its period is the activation time to the
-// second, which every process computes alike for the same schedule.
+// tick is a cron activation. Its period is the activation time, which
+// every process computes alike for the same schedule (periodOf).
 func (s *Scheduler) tick(project int64, id string) {
-	period := s.opt.Now().UTC().Truncate(time.Second).Format(time.RFC3339)
+	var granularity time.Duration
+	if e, ok := s.catalog.Get(project, id); ok {
+		_, granularity, _ = parseSchedule(e.Schedule())
+	}
+	period := periodOf(s.opt.Now(), granularity)
 	r, started, err := s.trigger(project, id, TriggerSchedule, period, false)
 	switch {
 	case errors.Is(err, run.ErrComplete):
@@ -174,7 +194,9 @@ func (s *Scheduler) tick(project int64, id string) {
 	case err != nil:
 		s.opt.Log.Warn("scheduled run not started", "import", id, "err", err)
 	case !started:
-		s.opt.Log.Info("scheduled run skipped: a run of this import is in progress or already ran this period", "import", id, "run", r.ID)
+		// Debug: with several processes on one store, every tick but one
+		// per period ends here.
+		s.opt.Log.Debug("scheduled run skipped: a run of this import is in progress or already ran this period", "import", id, "run", r.ID)
 	}
 }
 
@@ -222,6 +244,7 @@ func (s *Scheduler) trigger(project int64, id, trigger, period string, full bool
 		Run:          store.Run{ID: newRunID(now), Project: project, Import: id, Trigger: trigger, Period: period, StartedMs: now.UnixMilli()},
 		JoinWithinMs: s.opt.JoinWindow.Milliseconds(),
 	}
+	s.newLease(&rs.Run, now)
 	if trigger == TriggerAPI {
 		rs.LimitPerHour = s.opt.APILimit
 	}
@@ -251,9 +274,9 @@ var ErrBusy = errors.New("a run of this import is in progress")
 // Cancelling ctx cancels the run the way a shutdown does.
 func (s *Scheduler) RunForeground(ctx context.Context, e Entry, trigger string, full bool, progress func(run.Stats)) (store.Run, error) {
 	now := s.opt.Now()
-	r, started, err := s.opt.Store.StartRun(ctx, store.RunStart{
-		Run: store.Run{ID: newRunID(now), Project: e.Import.ProjectID, Import: e.Import.ID, Trigger: trigger, StartedMs: now.UnixMilli()},
-	})
+	rs := store.RunStart{Run: store.Run{ID: newRunID(now), Project: e.Import.ProjectID, Import: e.Import.ID, Trigger: trigger, StartedMs: now.UnixMilli()}}
+	s.newLease(&rs.Run, now)
+	r, started, err := s.opt.Store.StartRun(ctx, rs)
 	if err != nil {
 		return store.Run{}, err
 	}
@@ -262,6 +285,9 @@ func (s *Scheduler) RunForeground(ctx context.Context, e Entry, trigger string, 
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	a := &active{run: r, cancel: cancel}
+	s.mu.Lock()
+	s.active[r.ID] = a // so that its lease renewals can cancel it (lease.go)
+	s.mu.Unlock()
 	return s.execute(rctx, a, e, full, progress), nil
 }
 
@@ -292,17 +318,22 @@ func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool, 
 		}
 	}}
 	st, err := s.opt.Runner.Run(ctx, e.Import, e.Project, opt)
+	a.ended.Store(true)
 	r := fill(a.run, st)
 	r.EndedMs = s.opt.Now().UnixMilli()
 	switch {
 	case err == nil:
 		r.Status = store.RunSucceeded
+	case a.lost.Load():
+		// Another process interrupted the run and resumes it; the store
+		// refuses this end (ErrNotFound), which is right.
+		r.Status, r.Reason = store.RunFailed, reasonExpired
 	case ctx.Err() != nil:
 		r.Status, r.Reason = store.RunCancelled, "cancelled: the server is shutting down; the next run resumes from the last committed watermark"
 	default:
 		r.Status, r.Reason = store.RunFailed, err.Error()
 	}
-	if err := s.opt.Store.UpdateRun(context.Background(), r); err != nil {
+	if err := s.opt.Store.UpdateRun(context.Background(), r); err != nil && !(a.lost.Load() && errors.Is(err, store.ErrNotFound)) {
 		s.opt.Log.Error("saving run result", "run", r.ID, "err", err)
 	}
 	if r.Status != store.RunSucceeded {
@@ -352,6 +383,9 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Unlock()
 	<-s.cron.Stop().Done()
 	s.cancel()
+	// Leases are renewed until the runs have saved their end, so no
+	// other process takes over a run that is only stopping.
+	defer s.lease.stop()
 	done := make(chan struct{})
 	go func() { s.wg.Wait(); close(done) }()
 	select {

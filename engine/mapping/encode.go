@@ -1,7 +1,9 @@
 package mapping
 
 import (
+	"math"
 	"strconv"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 
@@ -9,7 +11,6 @@ import (
 
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/record"
-	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
 // Map appends one record per row of rec to out; rows that cannot be mapped
@@ -17,6 +18,11 @@ import (
 func (m *Mapper) Map(rec arrow.RecordBatch, out *Records) {
 	for i := range m.roots {
 		m.roots[i].bind(rec.Column(i))
+	}
+	for p := range m.props {
+		l := &m.props[p]
+		l.nullable = m.mayBeNull(l)
+		l.float = l.path == nil && l.enc.kind == kFloat && l.enc.f64 != nil
 	}
 	n := int(rec.NumRows())
 	for i := 0; i < n; i++ {
@@ -50,6 +56,21 @@ func (m *Mapper) colName(i int) string {
 // text returns column c's value at row i as an identifier string (strings
 // as they are, integers in decimal); ok is false for NULL or other types.
 func (m *Mapper) text(c, i int) (string, bool) {
+	if v := &m.roots[c]; v.offs != nil && v.valid == nil { // a plain string column
+		return v.data[v.offs[i]:v.offs[i+1]], true
+	}
+	return m.textSlow(c, i)
+}
+
+// wide reports whether s lies in column c's string data with sixteen bytes
+// readable from its start (see appendStringWide).
+func (m *Mapper) wide(c int, s string) bool {
+	d := m.roots[c].data
+	off := uintptr(unsafe.Pointer(unsafe.StringData(s))) - uintptr(unsafe.Pointer(unsafe.StringData(d)))
+	return len(d) > 0 && off+16 <= uintptr(len(d)) // off wraps around when s is elsewhere
+}
+
+func (m *Mapper) textSlow(c, i int) (string, bool) {
 	v := &m.roots[c]
 	if v.isNull(i) {
 		return "", false
@@ -78,7 +99,7 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		if !ok || name == "" {
 			return dst, 0, 0, colErr(m.colName(m.event), "event name is NULL or empty")
 		}
-		dst = jsonw.String(dst, name)
+		dst = appendStringWide(dst, name, m.wide(m.event, name))
 	} else {
 		dst = append(dst, m.staticEvent...)
 	}
@@ -87,10 +108,11 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		return dst, 0, 0, colErr(m.colName(m.tm), rerr)
 	}
 	dst = append(dst, `,"properties":{"time":`...)
-	dst = strconv.AppendInt(dst, ms, 10)
+	dst = appendInt(dst, ms)
 	dst = append(dst, `,"distinct_id":`...)
 	var user, device string
 	var hasUser, hasDevice bool
+	var idAt0, idEnd0 int // the escaped user (or device, opening quote dropped) written as distinct_id
 	if m.opt.Project.Simplified {
 		if m.user >= 0 {
 			user, hasUser = m.text(m.user, i)
@@ -100,12 +122,14 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		}
 		switch {
 		case hasUser && user != "":
-			dst = jsonw.String(dst, user)
+			idAt0 = len(dst)
+			dst = appendStringWide(dst, user, m.wide(m.user, user))
 		case hasDevice && device != "":
 			dst = append(dst, `"$device:`...)
 			q := len(dst)
-			dst = jsonw.String(dst, device)
+			dst = appendString(dst, device)
 			dst = append(dst[:q], dst[q+1:]...) // drop the escaped id's opening quote
+			idAt0 = q
 		default:
 			return dst, 0, 0, colErr(m.opt.Import.UserColumnName, "row has neither a user id nor a device id")
 		}
@@ -117,16 +141,18 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		if !ok || did == "" {
 			return dst, 0, 0, colErr(m.opt.Import.DistinctIDColumnName, "distinct id is NULL or empty")
 		}
-		dst = jsonw.String(dst, did)
+		dst = appendString(dst, did)
 	}
 	hdrEnd := len(dst)
-	dst = append(dst, `,"$insert_id":"`...)
-	idAt := len(dst)
+	idEnd0 = hdrEnd
+	const idKey = `,"$insert_id":"`
+	idAt := hdrEnd + len(idKey)
 	given := ""
 	if m.iid >= 0 {
 		given, _ = m.text(m.iid, i)
 	}
 	if given != "" {
+		dst = append(dst, idKey...)
 		if record.ValidInsertID(given) {
 			dst = append(dst, given...)
 		} else {
@@ -134,17 +160,23 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 			dst = append(dst, id[:]...)
 		}
 	} else {
-		dst = append(dst, "000000000000000000000000000000000000"...) // patched below
+		dst = append(dst, idKey+`000000000000000000000000000000000000`...) // patched below
 	}
 	idEnd := len(dst)
 	dst = append(dst, '"')
+	// The ids were escaped once already, for distinct_id.
 	if hasUser && user != "" {
 		dst = append(dst, `,"$user_id":`...)
-		dst = jsonw.String(dst, user)
+		dst = append(dst, dst[idAt0:idEnd0]...)
 	}
 	if hasDevice && device != "" {
 		dst = append(dst, `,"$device_id":`...)
-		dst = jsonw.String(dst, device)
+		if hasUser && user != "" {
+			dst = appendString(dst, device)
+		} else {
+			dst = append(dst, '"')
+			dst = append(dst, dst[idAt0:idEnd0]...)
+		}
 	}
 	m.comma = true
 	if dst = m.appendProps(dst, i); m.badJSON {
@@ -155,7 +187,6 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		copy(dst[idAt:idEnd], id[:])
 	}
 	dst = append(dst, m.tags...)
-	dst = append(dst, "}}"...)
 	return dst, idAt, idEnd, nil
 }
 
@@ -172,21 +203,21 @@ func (m *Mapper) profile1(dst []byte, i int) ([]byte, int, int, *RowError) {
 	case importspec.People:
 		dst = append(dst, `{"$distinct_id":`...)
 		ks = len(dst) + 1
-		dst = jsonw.String(dst, key)
+		dst = appendString(dst, key)
 		ke = len(dst) - 1
 		dst = append(dst, `,"$set":{`...)
 	case importspec.Groups:
 		dst = append(dst, `{"$group_key":`...)
-		dst = jsonw.String(dst, m.opt.Import.GroupKey)
+		dst = appendString(dst, m.opt.Import.GroupKey)
 		dst = append(dst, `,"$group_id":`...)
 		ks = len(dst) + 1
-		dst = jsonw.String(dst, key)
+		dst = appendString(dst, key)
 		ke = len(dst) - 1
 		dst = append(dst, `,"$set":{`...)
 	default:
 		dst = append(dst, `{"key":`...)
 		ks = len(dst) + 1
-		dst = jsonw.String(dst, key)
+		dst = appendString(dst, key)
 		ke = len(dst) - 1
 		dst = append(dst, `,"properties":{`...)
 	}
@@ -205,8 +236,18 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 	dynUsed := false
 	for p := range m.props {
 		l := &m.props[p]
-		if m.nullOnPath(l, i) {
-			continue
+		if l.nullable {
+			if l.float { // NULL, NaN and ±Inf are all left out
+				v := l.enc
+				if j := i + v.off; v.valid != nil && v.valid[j>>3]&(1<<(j&7)) == 0 {
+					continue
+				}
+				if f := v.f64[i]; math.IsNaN(f) || math.IsInf(f, 0) {
+					continue
+				}
+			} else if m.nullOnPath(l, i) {
+				continue
+			}
 		}
 		if l.dyn {
 			if !dynUsed {
@@ -216,12 +257,50 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 			dst = m.appendDynamic(dst, l.enc, i, l.name)
 			continue
 		}
+		skip := 1 // the comma
 		if m.comma {
-			dst = append(dst, ',')
+			skip = 0
 		}
 		m.comma = true
-		dst = append(dst, l.key...)
-		dst = l.enc.appendValue(dst, i)
+		if n, k := len(dst), len(l.key)-skip; k <= 16 && cap(dst)-n >= 16 {
+			// Sixteen bytes are moved at once, without a call to memmove;
+			// those past the key are overwritten next.
+			*(*[16]byte)(dst[n : n+16]) = *(*[16]byte)(l.keyPad[skip : skip+16])
+			dst = dst[:n+k]
+		} else {
+			dst = append(dst, l.key[skip:]...)
+		}
+		// The commonest layouts inline, saving a call or two per value;
+		// the output is appendValue's.
+		switch v := l.enc; {
+		case v.kind == kString && v.offs != nil && !v.json:
+			dst = appendStringAt(dst, v, i)
+		case v.kind == kInt && v.i64 != nil:
+			if x := v.i64[i]; uint64(x) < 10 {
+				dst = append(dst, byte('0'+x))
+			} else {
+				dst = appendInt(dst, x)
+			}
+		case v.kind == kFloat && v.f64 != nil:
+			dst = strconv.AppendFloat(dst, v.f64[i], 'g', -1, 64)
+		case v.kind == kBool && v.bits != nil:
+			if j := v.boff + i; v.bits[j>>3]&(1<<(j&7)) != 0 {
+				dst = append(dst, "true"...)
+			} else {
+				dst = append(dst, "false"...)
+			}
+		case v.kind == kList && v.loff != nil && v.elem.kind == kString && v.elem.offs != nil && v.elem.valid == nil && !v.elem.json:
+			dst = append(dst, '[')
+			for j, e := int(v.loff[i]), int(v.loff[i+1]); j < e; j++ {
+				if j > int(v.loff[i]) {
+					dst = append(dst, ',')
+				}
+				dst = appendStringAt(dst, v.elem, j)
+			}
+			dst = append(dst, ']')
+		default:
+			dst = v.appendValue(dst, i)
+		}
 	}
 	if m.jsonCol >= 0 && !m.roots[m.jsonCol].isNull(i) {
 		if !dynUsed {
@@ -242,6 +321,26 @@ func (m *Mapper) resetDyn() {
 func (m *Mapper) jsonErr() *RowError {
 	m.badJSON = false
 	return colErr(m.opt.Import.JSONPropertiesColumnName, "JSON properties value is not a JSON object")
+}
+
+// mayBeNull reports whether nullOnPath can be true for some row of the
+// bound batch: only when an array on the path has a validity bitmap, or
+// the leaf's kind has values that read as NULL.
+func (m *Mapper) mayBeNull(l *leaf) bool {
+	v := &m.roots[l.col]
+	if v.valid != nil {
+		return true
+	}
+	for _, f := range l.path {
+		if v = &v.fields[f]; v.valid != nil {
+			return true
+		}
+	}
+	switch v.kind {
+	case kNull, kFloat, kDict:
+		return true
+	}
+	return false
 }
 
 func (m *Mapper) nullOnPath(l *leaf, i int) bool {

@@ -28,7 +28,7 @@ func (m *Mapper) appendDynamic(dst []byte, v *venc, i int, prefix string) []byte
 			m.scratch = v.key.appendText(m.scratch, j)
 			name := m.scratch[mark:]
 			if m.claim(name) {
-				dst = m.keyBytes(dst, name)
+				dst = m.keyBytes(dst, name, false)
 				dst = v.elem.appendValue(dst, j)
 			}
 			m.scratch = m.scratch[:mark]
@@ -46,61 +46,53 @@ func (m *Mapper) appendDynamic(dst []byte, v *venc, i int, prefix string) []byte
 	default:
 		return dst
 	}
-	doc, err := m.p.Parse(text)
-	if err != nil || doc.Type() != fastjson.TypeObject {
-		if prefix == "" { // the JSON-properties column must hold objects
-			m.badJSON = true
-			return dst
-		}
-		if m.claim([]byte(prefix)) { // not an object: keep the text
-			dst = m.keyBytes(dst, []byte(prefix))
-			dst = jsonw.String(dst, text)
-		}
-		return dst
-	}
-	return m.flattenObject(dst, doc.GetObject(), prefix)
+	return m.appendJSONText(dst, text, prefix)
 }
 
-func (m *Mapper) flattenObject(dst []byte, o *fastjson.Object, prefix string) []byte {
-	o.Visit(func(k []byte, val *fastjson.Value) {
-		mark := len(m.scratch)
-		if prefix != "" {
-			m.scratch = append(m.scratch, prefix...)
-			m.scratch = append(m.scratch, '.')
-		}
-		m.scratch = append(m.scratch, k...)
-		name := m.scratch[mark:]
-		switch {
-		case val.Type() == fastjson.TypeNull:
-		case val.Type() == fastjson.TypeObject && val.GetObject().Len() > 0:
-			dst = m.flattenObject(dst, val.GetObject(), b2s(name))
-		case m.claim(name):
-			dst = m.keyBytes(dst, name)
-			dst = val.MarshalTo(dst)
-		}
-		m.scratch = m.scratch[:mark]
-	})
+// appendJSONText flattens a JSON document held in a text column. A JSON
+// property column that does not hold an object keeps the text as a string;
+// the JSON-properties column must hold objects (the row is refused).
+func (m *Mapper) appendJSONText(dst []byte, text, prefix string) []byte {
+	if out, ok := m.flattenJSON(dst, text, prefix); ok {
+		return out
+	}
+	if prefix == "" {
+		m.badJSON = true
+		return dst
+	}
+	if m.claim([]byte(prefix)) {
+		dst = m.keyBytes(dst, []byte(prefix), false)
+		dst = appendString(dst, text)
+	}
 	return dst
 }
 
 // claim reports whether name is free in this row, and takes it. Names of
-// table columns and of the mapper's own fields are blocked for good; a
-// row repeats a dynamic name rarely, so those are checked linearly until
-// there are many, then through a hash set.
-func (m *Mapper) claim(name []byte) bool {
-	if _, taken := m.names[b2s(name)]; taken {
-		return false
+// table columns and of the mapper's own fields are blocked for good (a
+// Bloom filter spares most names the map lookup); a row repeats a dynamic
+// name rarely, so those are checked linearly, by tag first, until there
+// are many, then through a hash set.
+func (m *Mapper) claim(name []byte) bool { return m.claimName(name, false) }
+
+// claimName is claim; stable says that name's bytes stay put for the
+// whole row (text of the batch, not scratch), so they need no copy.
+func (m *Mapper) claimName(name []byte, stable bool) bool {
+	t := nameTag(name)
+	if m.fixedBloom.has(t) {
+		if _, taken := m.names[b2s(name)]; taken {
+			return false
+		}
 	}
 	if len(m.dyn) < 32 {
-		for _, at := range m.dyn {
-			if string(m.dynBuf[at[0]:at[1]]) == b2s(name) {
+		for _, d := range m.dyn {
+			if d.tag == t && d.name == b2s(name) {
 				return false
 			}
 		}
 	} else {
 		if len(m.seen) == 0 {
-			for _, at := range m.dyn {
-				m.seen[xxh3.Hash(m.dynBuf[at[0]:at[1]])] = struct{}{}
+			for _, d := range m.dyn {
+				m.seen[xxh3.HashString(d.name)] = struct{}{}
 			}
 		}
 		h := xxh3.Hash(name)
@@ -109,18 +101,60 @@ func (m *Mapper) claim(name []byte) bool {
 		}
 		m.seen[h] = struct{}{}
 	}
-	start := len(m.dynBuf)
-	m.dynBuf = append(m.dynBuf, name...)
-	m.dyn = append(m.dyn, [2]int{start, len(m.dynBuf)})
+	if !stable {
+		start := len(m.dynBuf)
+		m.dynBuf = append(m.dynBuf, name...)
+		name = m.dynBuf[start:]
+	}
+	m.dyn = append(m.dyn, dynName{name: b2s(name), tag: t})
 	return true
 }
 
-func (m *Mapper) keyBytes(dst, name []byte) []byte {
+// dynName is a dynamic name taken in this row. Its bytes are in dynBuf
+// (which only grows within a row, so earlier names stay valid even when it
+// moves) or in the batch's own text.
+type dynName struct {
+	name string
+	tag  uint32
+}
+
+// nameTag is a cheap summary of a name: equal names have equal tags.
+func nameTag(name []byte) uint32 {
+	if len(name) == 0 {
+		return 0
+	}
+	return uint32(len(name))<<16 | uint32(name[0])<<8 | uint32(name[len(name)-1])
+}
+
+// bloom1k is a one-hash Bloom filter over name tags: a few dozen fixed
+// names leave most of its 1024 bits clear.
+type bloom1k [16]uint64
+
+func bloomBit(t uint32) uint64 { return (uint64(t) * 0x9e3779b97f4a7c15) >> 54 }
+
+func (b *bloom1k) add(t uint32) {
+	h := bloomBit(t)
+	b[h>>6] |= 1 << (h & 63)
+}
+
+func (b *bloom1k) has(t uint32) bool {
+	h := bloomBit(t)
+	return b[h>>6]&(1<<(h&63)) != 0
+}
+
+// keyBytes writes `,"name":`; plain says that name is printable ASCII
+// without '"' or '\\' (then it needs no escaping, nor checking).
+func (m *Mapper) keyBytes(dst, name []byte, plain bool) []byte {
 	if m.comma {
 		dst = append(dst, ',')
 	}
 	m.comma = true
-	dst = jsonw.String(dst, b2s(name))
+	if s := b2s(name); plain || isPlain(s) {
+		dst = append(dst, '"')
+		dst = append(dst, s...)
+		return append(dst, '"', ':')
+	}
+	dst = appendNonPlain(dst, b2s(name))
 	return append(dst, ':')
 }
 

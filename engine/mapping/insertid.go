@@ -1,31 +1,41 @@
 package mapping
 
 import (
+	"encoding/binary"
+	"math/bits"
+
 	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/zeebo/xxh3"
 )
 
-const hexDigits = "0123456789abcdef"
-
 // uuidText formats a 128-bit hash as 36 bytes of [0-9a-f-] (UUID layout),
 // the longest $insert_id the import API accepts.
 func uuidText(h xxh3.Uint128) [36]byte {
-	var b [16]byte
-	for k := 0; k < 8; k++ {
-		b[k] = byte(h.Hi >> (56 - 8*k))
-		b[8+k] = byte(h.Lo >> (56 - 8*k))
-	}
 	var out [36]byte
-	j := 0
-	for k, c := range b {
-		if k == 4 || k == 6 || k == 8 || k == 10 {
-			out[j] = '-'
-			j++
-		}
-		out[j], out[j+1] = hexDigits[c>>4], hexDigits[c&15]
-		j += 2
-	}
+	hi, lo := hex8(uint32(h.Hi)), hex8(uint32(h.Lo>>32))
+	binary.LittleEndian.PutUint64(out[0:], hex8(uint32(h.Hi>>32)))
+	out[8] = '-'
+	binary.LittleEndian.PutUint32(out[9:], uint32(hi))
+	out[13] = '-'
+	binary.LittleEndian.PutUint32(out[14:], uint32(hi>>32))
+	out[18] = '-'
+	binary.LittleEndian.PutUint32(out[19:], uint32(lo))
+	out[23] = '-'
+	binary.LittleEndian.PutUint32(out[24:], uint32(lo>>32))
+	binary.LittleEndian.PutUint64(out[28:], hex8(uint32(h.Lo)))
 	return out
+}
+
+// hex8 returns the eight lower-case hex digits of x, most significant
+// first when stored little-endian.
+func hex8(x uint32) uint64 {
+	v := uint64(x)
+	v = (v | v<<16) & 0x0000ffff0000ffff
+	v = (v | v<<8) & 0x00ff00ff00ff00ff
+	v = (v | v<<4) & 0x0f0f0f0f0f0f0f0f // one nibble per byte, least significant first
+	v = bits.ReverseBytes64(v)
+	letters := ((v + 0x0606060606060606) >> 4) & 0x0101010101010101 // nibbles of 10 and more
+	return v + 0x3030303030303030 + letters*('a'-'0'-10)
 }
 
 // NormalizeInsertID keeps a valid id and maps any other (a 40-hex SHA1, a
@@ -45,25 +55,27 @@ func NormalizeInsertID(s string) string {
 // not properties). Run-specific tags are not hashed, so a re-read row
 // always gets the same id and dedup absorbs it.
 func (m *Mapper) derivedID(header, props []byte, i int) [36]byte {
-	h := m.hasher
-	h.Reset()
-	h.Write(header)
-	m.hashBuf = m.hashBuf[:0]
+	// One contiguous buffer hashed at once is what the streaming hasher
+	// computed from its pieces, minus its bookkeeping.
+	b := append(m.hashBuf[:0], header...)
 	if len(m.pkCols) > 0 {
 		for _, c := range m.pkCols {
-			m.hashBuf = append(m.hashBuf, 0x1f)
-			m.hashBuf = m.roots[c].appendHashable(m.hashBuf, i)
+			b = append(b, 0x1f)
+			b = m.roots[c].appendHashable(b, i)
 		}
 	} else {
-		h.Write(props)
-		for _, c := range m.extraCols {
-			m.hashBuf = append(m.hashBuf, 0x1f)
-			m.hashBuf = append(m.hashBuf, m.plans[c].Column...) // names, not positions: a new column must not change ids
-			m.hashBuf = m.roots[c].appendHashable(m.hashBuf, i)
+		b = append(b, props...)
+		for k, c := range m.extraCols {
+			b = append(b, m.extraTags[k]...) // names, not positions: a new column must not change ids
+			if v := &m.roots[c]; v.offs != nil && v.valid == nil {
+				b = append(b, v.data[v.offs[i]:v.offs[i+1]]...) // a plain string column, inline
+			} else {
+				b = v.appendHashable(b, i)
+			}
 		}
 	}
-	h.Write(m.hashBuf)
-	return uuidText(h.Sum128())
+	m.hashBuf = b
+	return uuidText(xxh3.Hash128(b))
 }
 
 // appendHashable appends row i's value for hashing: the raw bytes of text
@@ -79,8 +91,7 @@ func (v *venc) appendHashable(dst []byte, i int) []byte {
 	case kBinary:
 		return append(dst, v.bin(i)...)
 	case kInt, kTimestamp, kDate32, kDate64:
-		x := uint64(v.ints(i))
-		return append(dst, byte(x), byte(x>>8), byte(x>>16), byte(x>>24), byte(x>>32), byte(x>>40), byte(x>>48), byte(x>>56))
+		return binary.LittleEndian.AppendUint64(dst, uint64(v.ints(i)))
 	}
 	return v.appendValue(dst, i)
 }

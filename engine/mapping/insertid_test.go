@@ -5,11 +5,14 @@ import (
 	"bytes"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/zeebo/xxh3"
 )
 
 // TestMain doubles as the second process of TestInsertIDStableAcrossProcesses.
@@ -103,6 +106,40 @@ func TestInsertIDNoCollisions(t *testing.T) {
 	for i := 1; i < len(ids); i++ {
 		if ids[i] == ids[i-1] {
 			t.Fatalf("two of %d distinct rows share the $insert_id %x", rows, ids[i])
+		}
+	}
+}
+
+// oracleUUIDText is the byte-at-a-time formatter uuidText replaced.
+func oracleUUIDText(h xxh3.Uint128) [36]byte {
+	const hexDigits = "0123456789abcdef"
+	var b [16]byte
+	for k := 0; k < 8; k++ {
+		b[k] = byte(h.Hi >> (56 - 8*k))
+		b[8+k] = byte(h.Lo >> (56 - 8*k))
+	}
+	var out [36]byte
+	j := 0
+	for k, c := range b {
+		if k == 4 || k == 6 || k == 8 || k == 10 {
+			out[j] = '-'
+			j++
+		}
+		out[j], out[j+1] = hexDigits[c>>4], hexDigits[c&15]
+		j += 2
+	}
+	return out
+}
+
+func TestUUIDTextMatchesOracle(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 9))
+	for k := 0; k < 100_000; k++ {
+		h := xxh3.Uint128{Hi: r.Uint64(), Lo: r.Uint64()}
+		if k < 4 {
+			h = []xxh3.Uint128{{}, {Hi: ^uint64(0), Lo: ^uint64(0)}, {Hi: 0x0123456789abcdef, Lo: 0xfedcba9876543210}, {Lo: 1}}[k]
+		}
+		if got, want := uuidText(h), oracleUUIDText(h); got != want {
+			t.Fatalf("uuidText(%x) = %s, want %s", h, got, want)
 		}
 	}
 }

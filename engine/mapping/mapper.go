@@ -4,8 +4,6 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/valyala/fastjson"
-	"github.com/zeebo/xxh3"
 
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/internal/jsonw"
@@ -18,9 +16,15 @@ type leaf struct {
 	col  int
 	path []int
 	enc  *venc
-	key  []byte // `"name":`, pre-encoded
-	name string
-	dyn  bool
+	key  []byte // `,"name":`, pre-encoded
+	// keyPad is key zero-padded, for a fixed-size copy when it is short.
+	keyPad [24]byte
+	name   string
+	dyn    bool
+	// nullable is set per batch: some value on the path may be NULL (or
+	// a float not representable in JSON), so each row must be checked.
+	nullable bool
+	float    bool // a float64 column of its own, checked inline
 }
 
 // Mapper maps batches of one schema. It is not safe for concurrent use;
@@ -35,16 +39,17 @@ type Mapper struct {
 	event, tm, user, device, did, iid, jsonCol, key int
 	staticEvent                                     []byte
 	tags                                            []byte
-	pkCols                                          []int // key columns for $insert_id; nil: hash the whole row
-	extraCols                                       []int // columns not in the record, hashed when pkCols is nil
+	pkCols                                          []int    // key columns for $insert_id; nil: hash the whole row
+	extraCols                                       []int    // columns not in the record, hashed when pkCols is nil
+	extraTags                                       [][]byte // 0x1f and the name of each extraCols column
 	names                                           map[string]struct{}
+	fixedBloom                                      bloom1k // over the tags of names
 
-	p       fastjson.Parser
 	scratch []byte
+	unesc   []byte // a JSON string unescaped, before it is re-quoted
 	hashBuf []byte
-	hasher  *xxh3.Hasher
 	seen    map[uint64]struct{}
-	dyn     [][2]int // dynamic names taken in this row, in dynBuf
+	dyn     []dynName // dynamic names taken in this row
 	dynBuf  []byte
 	comma   bool
 	badJSON bool // the row's JSON-properties value is not an object
@@ -53,7 +58,7 @@ type Mapper struct {
 // New plans the mapping of batches with schema s.
 func New(opt Options, s *arrow.Schema) (*Mapper, error) {
 	im := opt.Import
-	m := &Mapper{opt: opt, typ: im.ImportType, names: map[string]struct{}{}, seen: map[uint64]struct{}{}, hasher: xxh3.New()}
+	m := &Mapper{opt: opt, typ: im.ImportType, names: map[string]struct{}{}, seen: map[uint64]struct{}{}}
 	var err error
 	idx := func(name string) int {
 		i, e := fieldIndex(s, name)
@@ -92,8 +97,14 @@ func New(opt Options, s *arrow.Schema) (*Mapper, error) {
 		m.staticEvent = jsonw.String(nil, im.Event())
 	}
 	m.plan(s)
+	for _, c := range m.extraCols {
+		m.extraTags = append(m.extraTags, append([]byte{0x1f}, m.plans[c].Column...))
+	}
 	for _, r := range reservedNames {
 		m.names[r] = struct{}{} // JSON keys never overwrite the mapper's own fields
+	}
+	for n := range m.names {
+		m.fixedBloom.add(nameTag([]byte(n)))
 	}
 	m.tags = m.tagBytes()
 	if opt.Schema != nil {
@@ -180,8 +191,10 @@ func (m *Mapper) addLeaves(col int, v *venc, path []int, name string) {
 		return
 	}
 	m.names[name] = struct{}{}
-	m.props = append(m.props, leaf{col: col, path: path, enc: v, key: keyJSON(name), name: name,
-		dyn: v.kind == kMap || v.json})
+	l := leaf{col: col, path: path, enc: v, key: append([]byte{','}, keyJSON(name)...), name: name,
+		dyn: v.kind == kMap || v.json}
+	copy(l.keyPad[:], l.key)
+	m.props = append(m.props, l)
 }
 
 func (m *Mapper) tagBytes() []byte {
@@ -192,7 +205,7 @@ func (m *Mapper) tagBytes() []byte {
 	b = jsonw.String(b, m.opt.Import.ID)
 	b = append(b, `,"$warehouse_import_job_id":`...)
 	b = jsonw.String(b, m.opt.RunID)
-	return append(b, `,"$import":true,"$source":"warehouse-import"`...)
+	return append(b, `,"$import":true,"$source":"warehouse-import"}}`...) // and the record's end
 }
 
 // Plan reports how each source column is mapped.

@@ -1,10 +1,13 @@
 package mapping
 
 import (
-	"github.com/tributary-dev/tributary/ingest/record"
+	"math"
 	"math/rand/v2"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/tributary-dev/tributary/ingest/record"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/decimal128"
@@ -90,5 +93,41 @@ func TestNormalizeInsertID(t *testing.T) {
 	}
 	if NormalizeInsertID("{abc}") == NormalizeInsertID("[abc]") {
 		t.Fatal("different ids normalised to one")
+	}
+}
+
+func TestAppendIntMatchesStrconv(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 4))
+	check := func(x int64) {
+		if got, want := string(appendInt([]byte("x"), x)), string(strconv.AppendInt([]byte("x"), x, 10)); got != want {
+			t.Fatalf("appendInt(%d) = %s, want %s", x, got, want)
+		}
+		u := uint64(x)
+		if got, want := string(appendUint(nil, u)), strconv.FormatUint(u, 10); got != want {
+			t.Fatalf("appendUint(%d) = %s, want %s", u, got, want)
+		}
+	}
+	for _, x := range []int64{0, 1, -1, 9, 10, 99, 100, 101, math.MaxInt64, math.MinInt64, math.MinInt64 + 1} {
+		check(x)
+	}
+	for p := int64(1); p > 0 && p <= math.MaxInt64/10; p *= 10 {
+		for _, d := range []int64{-1, 0, 1} {
+			check(p + d)
+			check(-p - d)
+		}
+	}
+	for k := 0; k < 200_000; k++ {
+		check(r.Int64() >> r.IntN(64))
+	}
+}
+
+// The fast civil-from-days agrees with the time package on every day of
+// years 0 to 9999, and the bounds fall back to the general path.
+func TestAppendDateEveryDay(t *testing.T) {
+	for days := int64(-719528 - 3); days <= 2932896+3; days++ {
+		want := time.Unix(days*86400, 0).UTC().Format(time.DateOnly)
+		if got := string(appendDate(nil, days)); got != want {
+			t.Fatalf("appendDate(%d) = %s, want %s", days, got, want)
+		}
 	}
 }

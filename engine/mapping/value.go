@@ -4,10 +4,10 @@ import (
 	"encoding/base64"
 	"math"
 	"strconv"
+	"unsafe"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/decimal128"
 
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
@@ -42,15 +42,28 @@ type venc struct {
 	unit  arrow.TimeUnit
 	scale int32
 	json  bool // a text or binary column that holds JSON documents
+	// nullish kinds have values that read as NULL without a validity bit.
+	nullish bool
 
-	arr   arrow.Array
-	valid []byte // validity bitmap, nil when the array has no NULLs
-	off   int    // the array's offset into its bitmap
-	ints  func(i int) int64
-	uints func(i int) uint64
-	flts  func(i int) float64
-	str   func(i int) string
-	bin   func(i int) []byte
+	arr    arrow.Array
+	valid  []byte // validity bitmap, nil when the array has no NULLs
+	off    int    // the array's offset into its bitmap
+	intsFn func(i int) int64
+	uints  func(i int) uint64
+	fltsFn func(i int) float64
+	strFn  func(i int) string
+	bin    func(i int) []byte
+
+	// The common layouts are read directly rather than through the
+	// closures above: an indirect call per value adds up over a row.
+	i64  []int64 // int64 and timestamp values; narrower ones widened into wide
+	wide []int64
+	f64  []float64
+	offs []int32 // string offsets (data holds the bytes)
+	data string
+	loff []int32 // list offsets, from the array's own offset
+	bits []byte  // boolean values
+	boff int
 
 	elem   *venc  // list elements, dictionary values, map values
 	key    *venc  // map keys
@@ -114,6 +127,7 @@ func newVenc(dt arrow.DataType, isJSON bool) venc {
 	default:
 		v.kind = kOther
 	}
+	v.nullish = v.kind == kNull || v.kind == kFloat || v.kind == kDict
 	return v
 }
 
@@ -127,16 +141,18 @@ func (v *venc) bind(arr arrow.Array) {
 	if arr.NullN() > 0 {
 		v.valid = arr.NullBitmapBytes()
 	}
+	v.i64, v.f64, v.offs, v.data, v.loff, v.bits = nil, nil, nil, "", nil, nil
 	switch a := arr.(type) {
 	case *array.Int8:
-		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+		v.intsFn = func(i int) int64 { return int64(a.Value(i)) }
 	case *array.Int16:
-		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+		v.intsFn = func(i int) int64 { return int64(a.Value(i)) }
 	case *array.Int32:
-		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+		v.i64 = v.widen(a.Int32Values())
+		v.intsFn = func(i int) int64 { return int64(a.Value(i)) }
 	case *array.Int64:
-		vals := a.Int64Values()
-		v.ints = func(i int) int64 { return vals[i] }
+		v.i64 = a.Int64Values()
+		v.intsFn = func(i int) int64 { return a.Value(i) }
 	case *array.Uint8:
 		v.uints = func(i int) uint64 { return uint64(a.Value(i)) }
 	case *array.Uint16:
@@ -145,19 +161,26 @@ func (v *venc) bind(arr arrow.Array) {
 		v.uints = func(i int) uint64 { return uint64(a.Value(i)) }
 	case *array.Uint64:
 		v.uints = a.Value
+	case *array.Boolean:
+		if bufs := a.Data().Buffers(); len(bufs) > 1 && bufs[1] != nil {
+			v.bits, v.boff = bufs[1].Bytes(), a.Data().Offset()
+		}
 	case *array.Float16:
-		v.flts = func(i int) float64 { return float64(a.Value(i).Float32()) }
+		v.fltsFn = func(i int) float64 { return float64(a.Value(i).Float32()) }
 	case *array.Float32:
-		v.flts = func(i int) float64 { return float64(a.Value(i)) }
+		v.fltsFn = func(i int) float64 { return float64(a.Value(i)) }
 	case *array.Float64:
-		vals := a.Float64Values()
-		v.flts = func(i int) float64 { return vals[i] }
+		v.f64 = a.Float64Values()
+		v.fltsFn = func(i int) float64 { return a.Value(i) }
 	case *array.String:
-		v.str = a.Value
+		v.strFn = a.Value
+		if bufs := a.Data().Buffers(); a.Len() > 0 && len(bufs) > 2 && bufs[2] != nil {
+			v.offs, v.data = a.ValueOffsets(), b2s(bufs[2].Bytes())
+		}
 	case *array.LargeString:
-		v.str = a.Value
+		v.strFn = a.Value
 	case *array.StringView:
-		v.str = a.Value
+		v.strFn = a.Value
 	case *array.Binary:
 		v.bin = a.Value
 	case *array.LargeBinary:
@@ -165,18 +188,30 @@ func (v *venc) bind(arr arrow.Array) {
 	case *array.BinaryView:
 		v.bin = a.Value
 	case *array.Timestamp:
-		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+		if vals := a.TimestampValues(); len(vals) > 0 {
+			v.i64 = unsafe.Slice((*int64)(unsafe.Pointer(&vals[0])), len(vals))
+		}
+		v.intsFn = func(i int) int64 { return int64(a.Value(i)) }
 	case *array.Date32:
-		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+		if vals := a.Date32Values(); len(vals) > 0 {
+			v.i64 = v.widen(unsafe.Slice((*int32)(unsafe.Pointer(&vals[0])), len(vals)))
+		}
+		v.intsFn = func(i int) int64 { return int64(a.Value(i)) }
 	case *array.Date64:
-		v.ints = func(i int) int64 { return int64(a.Value(i)) }
+		v.intsFn = func(i int) int64 { return int64(a.Value(i)) }
 	case *array.List:
+		if o := a.Offsets(); len(o) > a.Data().Offset() {
+			v.loff = o[a.Data().Offset():]
+		}
 		v.elem.bind(a.ListValues())
 	case *array.LargeList:
 		v.elem.bind(a.ListValues())
 	case *array.FixedSizeList:
 		v.elem.bind(a.ListValues())
 	case *array.Map:
+		if o := a.Offsets(); len(o) > a.Data().Offset() {
+			v.loff = o[a.Data().Offset():]
+		}
 		v.key.bind(a.Keys())
 		v.elem.bind(a.Items())
 	case *array.Struct:
@@ -185,11 +220,55 @@ func (v *venc) bind(arr arrow.Array) {
 		}
 	case *array.Dictionary:
 		v.elem.bind(a.Dictionary())
-		v.ints = func(i int) int64 { return int64(a.GetValueIndex(i)) }
+		v.intsFn = func(i int) int64 { return int64(a.GetValueIndex(i)) }
 	}
 }
 
+// widen copies 32-bit values into v.wide, once per batch, so that ints
+// is one load for them too.
+func (v *venc) widen(vals []int32) []int64 {
+	if len(vals) == 0 {
+		return nil
+	}
+	w := v.wide[:0]
+	for _, x := range vals {
+		w = append(w, int64(x))
+	}
+	v.wide = w
+	return w
+}
+
+// ints, flts and isNull are small enough for the compiler to inline (str
+// just misses); the rare layouts go through the closures or isNullSlow.
+func (v *venc) ints(i int) int64 {
+	if v.i64 != nil {
+		return v.i64[i]
+	}
+	return v.intsFn(i)
+}
+
+func (v *venc) flts(i int) float64 {
+	if v.f64 != nil {
+		return v.f64[i]
+	}
+	return v.fltsFn(i)
+}
+
+func (v *venc) str(i int) string {
+	if v.offs != nil {
+		return v.data[v.offs[i]:v.offs[i+1]]
+	}
+	return v.strFn(i)
+}
+
 func (v *venc) isNull(i int) bool {
+	if v.valid == nil && !v.nullish {
+		return false
+	}
+	return v.isNullSlow(i)
+}
+
+func (v *venc) isNullSlow(i int) bool {
 	if v.valid != nil {
 		j := i + v.off
 		if v.valid[j>>3]&(1<<(j&7)) == 0 {
@@ -197,8 +276,6 @@ func (v *venc) isNull(i int) bool {
 		}
 	}
 	switch v.kind {
-	case kString, kInt, kTimestamp, kBool, kDate32:
-		return false
 	case kNull:
 		return true
 	case kFloat:
@@ -212,6 +289,9 @@ func (v *venc) isNull(i int) bool {
 
 // listBounds returns the element range of list row i.
 func (v *venc) listBounds(i int) (int, int) {
+	if v.loff != nil {
+		return int(v.loff[i]), int(v.loff[i+1])
+	}
 	switch a := v.arr.(type) {
 	case *array.List:
 		s, e := a.ValueOffsets(i)
@@ -234,18 +314,28 @@ func (v *venc) listBounds(i int) (int, int) {
 func (v *venc) appendValue(dst []byte, i int) []byte {
 	switch v.kind {
 	case kInt:
-		return strconv.AppendInt(dst, v.ints(i), 10)
+		x := v.ints(i)
+		if uint64(x) < 10 {
+			return append(dst, byte('0'+x))
+		}
+		return appendInt(dst, x)
 	case kUint:
-		return strconv.AppendUint(dst, v.uints(i), 10)
+		return appendUint(dst, v.uints(i))
 	case kFloat:
 		return strconv.AppendFloat(dst, v.flts(i), 'g', -1, 64)
 	case kBool:
-		return strconv.AppendBool(dst, v.arr.(*array.Boolean).Value(i))
+		if v.bits == nil {
+			return strconv.AppendBool(dst, v.arr.(*array.Boolean).Value(i))
+		}
+		if j := v.boff + i; v.bits[j>>3]&(1<<(j&7)) != 0 {
+			return append(dst, "true"...)
+		}
+		return append(dst, "false"...)
 	case kString:
 		if v.json {
 			return appendRawJSON(dst, v.str(i))
 		}
-		return jsonw.String(dst, v.str(i))
+		return appendString(dst, v.str(i))
 	case kBinary:
 		b := v.bin(i)
 		if v.json {
@@ -289,7 +379,7 @@ func (v *venc) appendValue(dst []byte, i int) []byte {
 				dst = append(dst, ',')
 			}
 			n++
-			dst = jsonw.String(dst, v.names[f])
+			dst = appendString(dst, v.names[f])
 			dst = append(dst, ':')
 			dst = v.fields[f].appendValue(dst, i)
 		}
@@ -322,7 +412,7 @@ func (v *venc) appendOrNull(dst []byte, i int) []byte {
 // appendKey appends row i as a JSON object key (map keys may be numbers).
 func (v *venc) appendKey(dst []byte, i int) []byte {
 	if v.kind == kString {
-		return jsonw.String(dst, v.str(i))
+		return appendString(dst, v.str(i))
 	}
 	start := len(dst)
 	dst = v.appendValue(dst, i)
@@ -331,34 +421,4 @@ func (v *venc) appendKey(dst []byte, i int) []byte {
 	}
 	s := string(dst[start:])
 	return jsonw.String(dst[:start], s)
-}
-
-// appendDecimal writes a decimal as a JSON number; values that fit an
-// int64 take the allocation-free path.
-func appendDecimal(dst []byte, n decimal128.Num, scale int32) []byte {
-	hi, lo := n.HighBits(), n.LowBits()
-	if (hi == 0 && lo < 1<<63) || (hi == -1 && lo >= 1<<63) {
-		x := int64(lo)
-		if scale <= 0 {
-			dst = strconv.AppendInt(dst, x, 10)
-			for ; scale < 0; scale++ {
-				dst = append(dst, '0')
-			}
-			return dst
-		}
-		if x < 0 {
-			dst = append(dst, '-')
-			x = -x
-		}
-		var buf [24]byte
-		digits := strconv.AppendUint(buf[:0], uint64(x), 10)
-		for len(digits) <= int(scale) {
-			digits = append([]byte{'0'}, digits...)
-		}
-		cut := len(digits) - int(scale)
-		dst = append(dst, digits[:cut]...)
-		dst = append(dst, '.')
-		return append(dst, digits[cut:]...)
-	}
-	return append(dst, n.ToString(scale)...)
 }

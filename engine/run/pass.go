@@ -31,6 +31,8 @@ type pass struct {
 	inclusive bool
 	cur       *cursor
 	committed bool // a batch of this pass is durable
+
+	own *ownership // people and groups: what the run owns (fullsync.go)
 }
 
 func (p *pass) run(ctx context.Context) error {
@@ -90,7 +92,8 @@ func (p *pass) run(ctx context.Context) error {
 		}
 		out.Reset()
 		m.Map(rec, &out)
-		batch = store.Batch{Project: im.ProjectID, Events: batch.Events[:0], Profiles: batch.Profiles[:0]}
+		batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: p.opt.RunID,
+			Events: batch.Events[:0], Profiles: batch.Profiles[:0]}
 		var fails []mapping.RowError
 		switch im.ImportType {
 		case importspec.People:
@@ -104,6 +107,14 @@ func (p *pass) run(ctx context.Context) error {
 			}
 		default:
 			fails = v.Events(im.ProjectID, p.r.now(), &out, st.RowsRead, &batch)
+		}
+		if p.own != nil {
+			p.own.prepare(m, &out, fails, &batch)
+			// Committed before the batch, so the bookkeeping never lags
+			// behind the profiles; like the write, it is let finish.
+			if err := p.own.track(context.WithoutCancel(ctx)); err != nil {
+				return connectors.Permanent(err)
+			}
 		}
 		if err := p.advance(rec, &batch); err != nil {
 			return err
@@ -149,6 +160,13 @@ func (p *pass) write(ctx context.Context, batch *store.Batch) error {
 	st := p.st
 	st.Imported += int64(res.Inserted + res.Profiles)
 	st.Duplicates += int64(res.Duplicates)
+	if p.own != nil {
+		// A NULL column's $unset rides beside its row's $set: one record.
+		st.Imported -= int64(p.own.unsets)
+		if err := p.own.rejected(context.WithoutCancel(ctx), res.Rejected); err != nil {
+			return connectors.Permanent(err)
+		}
+	}
 	for _, rj := range res.Rejected {
 		p.fail(mapping.RowError{Row: int64(rj.Ref), Message: rj.Err.Error()})
 	}

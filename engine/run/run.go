@@ -9,6 +9,8 @@
 // neither, so the next run neither skips nor repeats rows. Other modes
 // re-read the table; the deterministic $insert_id makes re-read events
 // duplicates the store absorbs, and profile $set updates are idempotent.
+// People and groups runs track the properties they own, and a full_sync
+// run replaces them with what the table holds (fullsync.go).
 package run
 
 import (
@@ -103,8 +105,9 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 		}
 	}
 	bo := r.Backoff.withDefaults()
+	own := newOwnership(r.Store, im, opt.RunID, st.Started)
 	for attempt := 0; ; attempt++ {
-		a := &pass{r: r, im: im, project: project, opt: opt, st: &st}
+		a := &pass{r: r, im: im, project: project, opt: opt, st: &st, own: own}
 		err := a.run(ctx)
 		if err == nil {
 			break
@@ -127,8 +130,15 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 			return st, fmt.Errorf("import %s: %w", im.ID, ctx.Err())
 		}
 	}
+	if own != nil && own.replace {
+		n, err := own.finish(ctx)
+		if err != nil {
+			return st, fmt.Errorf("import %s: %w", im.ID, err)
+		}
+		r.log().Info("sync: properties the table no longer holds unset", "import", im.ID, "run", opt.RunID, "profiles", n)
+	}
 	if im.SyncMode == importspec.OneTime {
-		mark := store.Batch{Project: im.ProjectID, Checkpoint: &store.Checkpoint{Import: im.ID, Value: []byte(completeMark)}}
+		mark := store.Batch{Project: im.ProjectID, RunID: opt.RunID, Checkpoint: &store.Checkpoint{Import: im.ID, Value: []byte(completeMark)}}
 		if _, err := r.Store.Write(context.WithoutCancel(ctx), []store.Batch{mark}); err != nil {
 			return st, fmt.Errorf("import %s: mark complete: %w", im.ID, err)
 		}

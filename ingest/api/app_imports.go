@@ -56,38 +56,53 @@ func appOK(w http.ResponseWriter, results any) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-// appHandler authenticates against the project in the path, checks the
-// role for writes and the project's residency, then calls h.
+// appHandler runs h for an authorized request (appPrincipal) on a server
+// with warehouse imports.
 func (s *Server) appHandler(write bool, h func(*appRequest)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		project, err := strconv.ParseInt(r.PathValue("project_id"), 10, 64)
-		if err != nil || project <= 0 {
-			appError(w, http.StatusNotFound, fmt.Sprintf("no project %q: project ids are positive integers", r.PathValue("project_id")))
-			return
-		}
-		p, err := s.auth.RequestFor(r, appAuth, project)
-		if err != nil {
-			if errors.Is(err, auth.ErrUnauthorized) {
-				appError(w, http.StatusUnauthorized, err.Error())
-			} else {
-				appError(w, http.StatusForbidden, err.Error())
-			}
-			return
-		}
-		if write && !p.CanWrite() {
-			appError(w, http.StatusForbidden, fmt.Sprintf("service account %q has role %s in project %d; this needs owner or admin", p.Account, p.Role, project))
-			return
-		}
-		if p.Project.Region != s.cfg.Region {
-			appError(w, http.StatusForbidden, residencyMessage(p.Project, s.cfg.Region))
+		a, ok := s.appPrincipal(w, r, write)
+		if !ok {
 			return
 		}
 		if s.sched == nil {
 			appError(w, http.StatusServiceUnavailable, "warehouse imports are not enabled on this server")
 			return
 		}
-		h(&appRequest{w: w, r: r, p: p, project: project})
+		h(a)
 	}
+}
+
+// appPrincipal authenticates against the project in the path, checks the
+// role for writes and the project's residency. On failure it has answered.
+func (s *Server) appPrincipal(w http.ResponseWriter, r *http.Request, write bool) (*appRequest, bool) {
+	project, err := strconv.ParseInt(r.PathValue("project_id"), 10, 64)
+	if err != nil || project <= 0 {
+		appError(w, http.StatusNotFound, fmt.Sprintf("no project %q: project ids are positive integers", r.PathValue("project_id")))
+		return nil, false
+	}
+	p, err := s.auth.RequestFor(r, appAuth, project)
+	if err != nil {
+		switch {
+		case errors.Is(err, auth.ErrUnavailable):
+			// The cause is the store's (logged); the client only learns to retry.
+			s.log.Warn("authentication unavailable", "err", err)
+			appError(w, http.StatusServiceUnavailable, "credentials cannot be checked now; retry")
+		case errors.Is(err, auth.ErrUnauthorized):
+			appError(w, http.StatusUnauthorized, err.Error())
+		default:
+			appError(w, http.StatusForbidden, err.Error())
+		}
+		return nil, false
+	}
+	if write && !p.CanWrite() {
+		appError(w, http.StatusForbidden, fmt.Sprintf("service account %q has role %s in project %d; this needs owner or admin", p.Account, p.Role, project))
+		return nil, false
+	}
+	if p.Project.Region != s.cfg.Region {
+		appError(w, http.StatusForbidden, residencyMessage(p.Project, s.cfg.Region))
+		return nil, false
+	}
+	return &appRequest{w: w, r: r, p: p, project: project}, true
 }
 
 // entry finds the path's import or answers 404.
@@ -255,8 +270,7 @@ func (s *Server) handleImportDelete(a *appRequest) {
 			appError(a.w, http.StatusBadRequest, "delete_data: must be true or false")
 			return
 		}
-		if del {
-			appError(a.w, http.StatusNotImplemented, "delete_data is not supported yet: the import was not deleted (delete it without delete_data to keep its data)")
+		if del && !s.deleteImportData(a, e) {
 			return
 		}
 	}

@@ -57,7 +57,7 @@ func (s *Server) handleProfiles(kind profile.Kind) http.HandlerFunc {
 			for _, u := range pp.batch.Profiles {
 				n += int64(len(recs[u.Ref]))
 			}
-			if !s.limiter.Allow(pp.project.ID, n, int64(pp.project.RateLimit.BytesPerMinute)) {
+			if !s.limiter.Allow(r.Context(), pp.project.ID, n, int64(pp.project.RateLimit.BytesPerMinute)) {
 				writeTrackError(w, http.StatusTooManyRequests, "Project exceeded rate limits. Please retry the request with exponential backoff.")
 				return
 			}

@@ -80,7 +80,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		}
 		body = data
 	}
-	if !s.limiter.Allow(p.Project.ID, int64(len(body)), int64(p.Project.RateLimit.BytesPerMinute)) {
+	if !s.limiter.Allow(r.Context(), p.Project.ID, int64(len(body)), int64(p.Project.RateLimit.BytesPerMinute)) {
 		s.met.rejected.Add(1, strconv.FormatInt(p.Project.ID, 10), "rate_limited")
 		writeError(w, http.StatusTooManyRequests, "Project exceeded rate limits. Please retry the request with exponential backoff.")
 		return
@@ -98,7 +98,7 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		s.importRejected(w, mode, p, fmt.Errorf("%w: the request contains no records", errBadBody))
 		return
 	}
-	dec.batch = store.Batch{Events: dec.batch.Events[:0], Merges: dec.batch.Merges[:0], Changes: dec.batch.Changes[:0]}
+	dec.batch = store.Batch{Source: store.SourceImport, Events: dec.batch.Events[:0], Merges: dec.batch.Merges[:0], Changes: dec.batch.Changes[:0]}
 	failures := dec.d.Decode(record.Options{
 		Project:    p.Project.ID,
 		Token:      p.Project.Token,

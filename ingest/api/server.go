@@ -3,11 +3,14 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -34,6 +37,9 @@ type Deps struct {
 	Now       func() time.Time // nil: time.Now
 	// Scheduler runs warehouse imports; nil disables the app API's import routes.
 	Scheduler *scheduler.Scheduler
+	// Limiter charges the per-project rate limits; nil: one of this
+	// process alone (ratelimit.New), which an embedded store needs.
+	Limiter *ratelimit.Limiter
 }
 
 // Server holds the handlers' shared state.
@@ -85,9 +91,12 @@ func New(d Deps) *Server {
 	if d.Metrics == nil {
 		d.Metrics = metrics.New()
 	}
+	if d.Limiter == nil {
+		d.Limiter = ratelimit.New(d.Now)
+	}
 	s := &Server{
 		cfg: d.Config, store: d.Store, committer: d.Committer, auth: d.Auth,
-		limiter: ratelimit.New(d.Now), log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
+		limiter: d.Limiter, log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
 		sched: d.Scheduler,
 	}
 	s.enrich = enrich.New(d.Store, d.Logger)
@@ -104,6 +113,7 @@ func New(d Deps) *Server {
 		trackTooOld: reg.Counter("tributary_track_events_too_old_total",
 			"Events /track accepted but dropped because they are older than 5 days (use /import for history).", "project"),
 	}
+	s.registerUsageMetrics(reg)
 	return s
 }
 
@@ -121,6 +131,7 @@ func (s *Server) Handler() http.Handler {
 	route("/api/2.0/export", "export", s.handleExport)
 	s.queryRoutes(route)
 	s.appRoutes(route)
+	route("GET "+usagePath, "app_usage", s.handleUsage)
 	route("/lookup-tables", "lookup_tables", s.handleLookupList)
 	route("/lookup-tables/{id}", "lookup_table", s.handleLookupPut)
 	route("/oauth/token", "oauth_token", s.auth.ServeToken)
@@ -174,9 +185,14 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, allow auth.Al
 	p, err := s.auth.Request(r, allow)
 	if err != nil {
 		msg := err.Error()
-		if errors.Is(err, auth.ErrUnauthorized) {
+		switch {
+		case errors.Is(err, auth.ErrUnavailable):
+			// The cause is the store's (logged); the client only learns to retry.
+			s.log.Warn("authentication unavailable", "err", err)
+			writeError(w, http.StatusServiceUnavailable, "credentials cannot be checked now; retry")
+		case errors.Is(err, auth.ErrUnauthorized):
 			writeError(w, http.StatusUnauthorized, msg)
-		} else {
+		default:
 			writeError(w, http.StatusForbidden, msg)
 		}
 		return p, false
@@ -192,6 +208,18 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, allow auth.Al
 	return p, true
 }
 
+func (s *Server) metricsAllowed(r *http.Request) bool {
+	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") {
+		if s.cfg.MetricsToken == "" {
+			return false
+		}
+		got, want := sha256.Sum256([]byte(strings.TrimSpace(tok))), sha256.Sum256([]byte(s.cfg.MetricsToken))
+		return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+	}
+	p, err := s.auth.Request(r, auth.Allowed{Secret: true, ServiceAccount: true})
+	return err == nil && p.CanWrite()
+}
+
 func regionName(r config.Region) string {
 	switch r {
 	case config.RegionEU:
@@ -202,17 +230,34 @@ func regionName(r config.Region) string {
 	return "US"
 }
 
+// handleHealth pings the store: with several processes on one Postgres
+// database, a load balancer takes a process whose store does not answer
+// out of rotation. The answer names the store kind (never its URL) and
+// how long the ping took.
 func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 	defer cancel()
-	if err := s.store.Ping(ctx); err != nil {
-		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unhealthy", "store": err.Error()})
+	start := time.Now()
+	err := s.store.Ping(ctx)
+	body := map[string]any{"status": "ok", "store": "ok", "store_kind": s.cfg.StoreKind(),
+		"store_ping_ms": float64(time.Since(start).Microseconds()) / 1000}
+	if err != nil {
+		body["status"], body["store"] = "unhealthy", err.Error()
+		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"status": "ok", "store": "ok"})
+	writeJSON(w, http.StatusOK, body)
 }
 
+// handleMetrics serves every project's figures (usage included), so it
+// takes the scrape token (metrics_token, as a Bearer token) or the
+// credentials of someone who may administer a project: its API secret or
+// an owner/admin service account.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
+	if !s.metricsAllowed(r) {
+		writeError(w, http.StatusUnauthorized, "/metrics needs the metrics_token as a Bearer token, or a project's API secret or an owner or admin service account (Basic auth)")
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
 	if err := s.met.reg.Write(w); err != nil {
 		s.log.Warn("writing metrics", "err", err)

@@ -162,7 +162,7 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	for _, g := range groups {
-		if !s.limiter.Allow(g.project.ID, g.bytes, int64(g.project.RateLimit.BytesPerMinute)) {
+		if !s.limiter.Allow(r.Context(), g.project.ID, g.bytes, int64(g.project.RateLimit.BytesPerMinute)) {
 			s.met.rejected.Add(1, strconv.FormatInt(g.project.ID, 10), "rate_limited")
 			writeTrackError(w, http.StatusTooManyRequests, "Project exceeded rate limits. Please retry the request with exponential backoff.")
 			return
@@ -180,7 +180,7 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 	}()
 	for _, g := range groups {
 		pd := s.decoders.Get().(*decodeState)
-		pd.batch = store.Batch{Events: pd.batch.Events[:0], Merges: pd.batch.Merges[:0], Changes: pd.batch.Changes[:0]}
+		pd.batch = store.Batch{Source: store.SourceTrack, Events: pd.batch.Events[:0], Merges: pd.batch.Merges[:0], Changes: pd.batch.Changes[:0]}
 		// AllowMerge is false: decisions.md admits $merge only on /import
 		// with a secret, service account or OAuth, never by token alone.
 		fails := pd.d.Decode(record.Options{

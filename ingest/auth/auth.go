@@ -11,6 +11,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -55,10 +56,12 @@ type Principal struct {
 func (p Principal) CanWrite() bool { return p.Role.CanWrite() }
 
 // Errors map to HTTP statuses in the API layer: ErrUnauthorized → 401,
-// ErrForbidden → 403.
+// ErrForbidden → 403, ErrUnavailable → 503 (the shared token store could
+// not answer: the credential may be good, so 401 would mislead).
 var (
 	ErrUnauthorized = errors.New("unauthorized")
 	ErrForbidden    = errors.New("forbidden")
+	ErrUnavailable  = errors.New("unavailable")
 )
 
 type secretKey [sha256.Size]byte
@@ -115,6 +118,16 @@ func New(cfg *config.Config, now func() time.Time) *Authenticator {
 	return a
 }
 
+// ShareTokens keeps OAuth tokens in ts, so that a token one process
+// issued is accepted by every process using the same store. Call it
+// before serving; log (nil: slog.Default) hears of store failures.
+func (a *Authenticator) ShareTokens(ts TokenStore, log *slog.Logger) {
+	if log == nil {
+		log = slog.Default()
+	}
+	a.oauth.store, a.oauth.log = ts, log
+}
+
 // Project returns a configured project by id.
 func (a *Authenticator) Project(id int64) (*config.Project, bool) {
 	p, ok := a.projects[id]
@@ -169,7 +182,10 @@ func (a *Authenticator) request(r *http.Request, allow Allowed, projectID int64,
 		if !allow.OAuth {
 			return Principal{}, fmt.Errorf("%w: OAuth tokens are not accepted here", ErrUnauthorized)
 		}
-		acc, ok := a.oauth.resolve(strings.TrimSpace(rest))
+		acc, ok, err := a.oauth.resolve(r.Context(), strings.TrimSpace(rest))
+		if err != nil {
+			return Principal{}, fmt.Errorf("%w: OAuth tokens cannot be checked now: %w", ErrUnavailable, err)
+		}
 		if !ok {
 			return Principal{}, fmt.Errorf("%w: invalid or expired OAuth token", ErrUnauthorized)
 		}

@@ -1,25 +1,38 @@
 package auth
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 )
 
+// TokenStore keeps tokens where every process of a deployment finds them
+// (store.Shared satisfies it). It only ever sees a token's SHA-256.
+type TokenStore interface {
+	PutToken(ctx context.Context, hash [32]byte, account string, expiresMs, nowMs int64) error
+	Token(ctx context.Context, hash [32]byte) (account string, expiresMs int64, ok bool, err error)
+}
+
 // TokenIssuer hands out short-lived OAuth bearer tokens for service
 // accounts (client-credentials grant). Only the SHA-256 of a token is kept.
-// Tokens live in this process; a later store shares them between processes.
+// Without a TokenStore tokens live in this process; with one, a token any
+// process issued is valid on all of them.
 type TokenIssuer struct {
 	ttl time.Duration
 	now func() time.Time
 
 	mu     sync.Mutex
-	tokens map[secretKey]issued
+	tokens map[secretKey]issued // live tokens; with a store, a cache of it
+	store  TokenStore
+	log    *slog.Logger // store failures; set with store
 }
 
 type issued struct {
@@ -34,36 +47,70 @@ func newTokenIssuer(ttl time.Duration, now func() time.Time) *TokenIssuer {
 	return &TokenIssuer{ttl: ttl, now: now, tokens: map[secretKey]issued{}}
 }
 
-func (t *TokenIssuer) issue(account string) (string, time.Duration) {
+func (t *TokenIssuer) issue(ctx context.Context, account string) (string, time.Duration, error) {
 	var b [32]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("crypto/rand failed: " + err.Error()) // cannot happen on Linux
 	}
 	tok := "trb_" + hex.EncodeToString(b[:])
 	now := t.now()
+	h := hash(tok)
+	v := issued{account: account, expires: now.Add(t.ttl)}
+	// The store first: a token is handed out only once every process can
+	// resolve it.
+	if t.store != nil {
+		if err := t.store.PutToken(ctx, h, account, v.expires.UnixMilli(), now.UnixMilli()); err != nil {
+			return "", 0, fmt.Errorf("store token: %w", err)
+		}
+	}
+	t.remember(h, v, now)
+	return tok, t.ttl, nil
+}
+
+// remember caches a live token, sweeping expired ones so the map stays
+// as small as the live tokens.
+func (t *TokenIssuer) remember(h secretKey, v issued, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for k, v := range t.tokens { // sweep: the map stays as small as the live tokens
-		if now.After(v.expires) {
+	for k, old := range t.tokens {
+		if now.After(old.expires) {
 			delete(t.tokens, k)
 		}
 	}
-	t.tokens[hash(tok)] = issued{account: account, expires: now.Add(t.ttl)}
-	return tok, t.ttl
+	t.tokens[h] = v
 }
 
-func (t *TokenIssuer) resolve(tok string) (string, bool) {
+// resolve returns the account of a live token. A token another process
+// issued is read from the store once and then cached until it expires:
+// tokens cannot be revoked, so the cache never serves a stale answer, and
+// a client reusing its token costs no round trip. Unknown tokens are not
+// cached, so guessing cannot fill memory. err is set only when the store
+// could not answer.
+func (t *TokenIssuer) resolve(ctx context.Context, tok string) (string, bool, error) {
 	if tok == "" {
-		return "", false
+		return "", false, nil
 	}
 	h := hash(tok)
+	now := t.now()
 	t.mu.Lock()
 	v, ok := t.tokens[h]
 	t.mu.Unlock()
-	if !ok || !t.now().Before(v.expires) {
-		return "", false
+	if !ok && t.store != nil {
+		acc, exp, found, err := t.store.Token(ctx, h)
+		if err != nil {
+			return "", false, fmt.Errorf("look up token: %w", err)
+		}
+		if found {
+			v, ok = issued{account: acc, expires: time.UnixMilli(exp)}, true
+			if now.Before(v.expires) {
+				t.remember(h, v, now)
+			}
+		}
 	}
-	return v.account, true
+	if !ok || !now.Before(v.expires) {
+		return "", false, nil
+	}
+	return v.account, true, nil
 }
 
 // ServeToken implements POST /oauth/token (RFC 6749 §4.4): client id and
@@ -98,7 +145,13 @@ func (a *Authenticator) ServeToken(w http.ResponseWriter, r *http.Request) {
 		oauthError(w, http.StatusUnauthorized, "invalid_client", "invalid client credentials")
 		return
 	}
-	tok, ttl := a.oauth.issue(id)
+	tok, ttl, err := a.oauth.issue(r.Context(), id)
+	if err != nil {
+		// The cause names the store, never the token or the secret.
+		a.oauth.log.Warn("oauth: cannot issue a token", "account", id, "err", err)
+		oauthError(w, http.StatusServiceUnavailable, "temporarily_unavailable", "cannot issue a token now; retry")
+		return
+	}
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_ = json.NewEncoder(w).Encode(map[string]any{

@@ -110,6 +110,13 @@ func (c *Committer) Commit(ctx context.Context, b store.Batch) (store.WriteResul
 	return r.res, r.err
 }
 
+// Queued reports the requests and records waiting for the next write.
+func (c *Committer) Queued() (requests, records int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.queue), c.queued
+}
+
 // Close commits everything already queued, then stops the writer; Commit
 // calls after Close has begun fail with an error wrapping store.ErrClosed.
 // It is safe to call more than once.

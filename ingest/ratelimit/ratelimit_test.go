@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -26,11 +27,11 @@ func TestRollingWindow(t *testing.T) {
 	}
 	for i, s := range steps {
 		now = now.Add(s.advance)
-		if got := l.Allow(7, s.n, limit); got != s.want {
+		if got := l.Allow(context.Background(), 7, s.n, limit); got != s.want {
 			t.Fatalf("step %d: Allow(%d) = %v, want %v", i, s.n, got, s.want)
 		}
 	}
-	if !l.Allow(8, limit, limit) {
+	if !l.Allow(context.Background(), 8, limit, limit) {
 		t.Fatal("keys must not share a budget")
 	}
 }

@@ -72,6 +72,15 @@ type Batch struct {
 	Profiles []ProfileUpdate // /engage and /groups updates, in request order
 	// Checkpoint, when set, commits with the batch's records (see Syncs).
 	Checkpoint *Checkpoint
+	// RunID, when set, fences the write: it commits only if that run is
+	// not recorded as ended (ErrRunEnded), so a process that stalled past
+	// its lease cannot write beside the run that took over. Stores shared
+	// by several processes check it in the write's transaction.
+	RunID string
+	// Source names where the events came from (SourceImport, …): the
+	// usage counter their stored events add to (see Usage). "" counts as
+	// SourceOther.
+	Source string
 }
 
 // WriteResult counts what a write did. Duplicates were acknowledged but not
@@ -126,6 +135,10 @@ type Store interface {
 	Profiles
 	Lookups
 	Syncs
+	Usage
+	Members
+	ImportData
+	Shared
 	// Ping reports whether the store can serve reads and writes.
 	Ping(ctx context.Context) error
 	Close() error

@@ -45,6 +45,15 @@ type Run struct {
 	Bytes     int64
 	// Failures is a JSON array of the first failures (row, field, message).
 	Failures []byte
+	// Owner names the process running the run (set at StartRun) and
+	// LeaseUntilMs is when its claim lapses unless RenewRuns extends it.
+	// Several processes share one store, so a RUNNING run alone does not
+	// tell a live run from one whose process died: an expired lease does.
+	// A run started without a lease (0) counts as expired. Lease times are
+	// the processes' own clocks, so those sharing a store need clocks in
+	// step to well within a lease (NTP does it).
+	Owner        string
+	LeaseUntilMs int64
 }
 
 // RunStart asks for a new run; StartRun decides whether it may start.
@@ -79,6 +88,9 @@ type ImportDoc struct {
 var (
 	// ErrRunLimit refuses a run over RunStart.LimitPerHour.
 	ErrRunLimit = errors.New("store: too many runs in the last hour")
+	// ErrRunEnded refuses a write for a run that is no longer RUNNING:
+	// another process took it over after its lease expired (Batch.RunID).
+	ErrRunEnded = errors.New("store: the run has ended; another process took it over")
 )
 
 // Syncs keeps what warehouse syncs need to run unattended: checkpoints
@@ -92,14 +104,25 @@ type Syncs interface {
 	// returns that run and started=false. The decision is atomic across
 	// every process using the store.
 	StartRun(ctx context.Context, rs RunStart) (r Run, started bool, err error)
-	// UpdateRun saves a run's progress or its end (by Run.ID). A finished
-	// run is never changed again (ErrNotFound).
+	// UpdateRun saves a run's progress or its end (by Run.ID); it leaves
+	// Owner and LeaseUntilMs alone. A finished run is never changed again
+	// (ErrNotFound).
 	UpdateRun(ctx context.Context, r Run) error
+	// RenewRuns extends to untilMs the lease of every RUNNING run of owner
+	// and returns their ids. A run of owner missing from them is no longer
+	// its to run: it finished, or another process interrupted it after its
+	// lease expired. An empty owner renews nothing.
+	RenewRuns(ctx context.Context, owner string, untilMs int64) ([]string, error)
 	// Runs lists runs newest first.
 	Runs(ctx context.Context, f RunFilter) ([]Run, error)
-	// InterruptRuns marks every RUNNING run FAILED with reason; a process
-	// calls it at start, before it runs anything, for runs a crash cut off.
-	InterruptRuns(ctx context.Context, reason string, endedMs int64) (int, error)
+	// InterruptRuns marks FAILED with reason, ended at nowMs, every RUNNING
+	// run whose lease expired (LeaseUntilMs < nowMs), and returns them as
+	// they now are: runs a dead process cut off, which the caller may
+	// resume. Among processes calling it at once each run is returned to
+	// one only. A store that one process alone can open also interrupts the
+	// runs of owners that have not started or renewed a run through it
+	// since it was opened, leased or not: their process is gone.
+	InterruptRuns(ctx context.Context, reason string, nowMs int64) ([]Run, error)
 	// PutImportDoc stores (or with a nil Doc deletes) an import document.
 	PutImportDoc(ctx context.Context, d ImportDoc) error
 	// ImportDocs lists every stored import document.

@@ -59,27 +59,6 @@ func captureProfile(pprofAddr, path string, secs int) <-chan error {
 	return done
 }
 
-// cpuSeconds is the user+system CPU time a process has used so far, from
-// /proc/PID/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
-func cpuSeconds(pid int) (float64, error) {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name (field 2) may hold spaces; fields resume after ')'.
-	s := string(raw)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", pid)
-	}
-	ut, err1 := strconv.ParseFloat(f[11], 64)
-	st, err2 := strconv.ParseFloat(f[12], 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("parse /proc/%d/stat", pid)
-	}
-	return (ut + st) / 100, nil
-}
-
 // timeline counts acknowledged events per second of the measured phase,
 // so a stall (a second with few acknowledgements) is visible, not just
 // folded into the average.

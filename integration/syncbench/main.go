@@ -43,6 +43,9 @@ type options struct {
 	sizes       []int64
 	keep        bool
 	memoryLimit string
+	store       string
+	procs       int
+	imports     int
 }
 
 func main() {
@@ -52,10 +55,17 @@ func main() {
 	flag.StringVar(&rows, "rows", "1000000,5000000", "comma-separated table sizes, synced in ascending order")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database (and print its DSN) for profiling instead of dropping it")
 	flag.StringVar(&o.memoryLimit, "memory-limit", "", "memory_limit of the sync's store (empty: its default)")
+	flag.StringVar(&o.store, "store", "", "postgres:// URL of a database to create store databases from: sync through `tributary serve` on the embedded store, on Postgres with 1 process and with -procs (one size only)")
+	flag.IntVar(&o.procs, "procs", 3, "with -store: server processes of the multi-process run")
+	flag.IntVar(&o.imports, "imports", 3, "with -store: source tables (imports) the rows are split over")
 	flag.Parse()
 	var err error
 	if o.sizes, err = parseSizes(rows); err != nil {
 		fmt.Fprintln(os.Stderr, "syncbench:", err)
+		os.Exit(2)
+	}
+	if o.store != "" && (len(o.sizes) != 1 || o.procs < 1 || o.imports < 1) {
+		fmt.Fprintln(os.Stderr, "syncbench: -store measures one -rows size, with -procs and -imports of at least 1")
 		os.Exit(2)
 	}
 	if err := run(o); err != nil {
@@ -132,6 +142,14 @@ func run(o options) error {
 				fmt.Printf("to rerun one sync: %s=%q %s sync -c %s --config %s --quiet\n", dsnEnv, db.dsn, bin, i, c)
 			}
 		}
+	}
+
+	if o.store != "" {
+		if err := runStoreMode(ctx, o, bin, db); err != nil {
+			return err
+		}
+		fmt.Printf("total benchmark time %s\n", time.Since(began).Round(time.Second))
+		return nil
 	}
 
 	var ms []measurement

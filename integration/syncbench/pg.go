@@ -104,6 +104,23 @@ func createDB(ctx context.Context) (*benchDB, error) {
 	return db, nil
 }
 
+// insertSQL fills rows $1..$2 of the event table; fillParts retargets it.
+const insertSQL = `INSERT INTO events SELECT
+	g,
+	'user-' || (g % 200000),
+	'device-' || (g * 7919 % 300000),
+	(ARRAY['Page Viewed','Signed Up','Add To Cart','Purchase','Search'])[1 + g % 5],
+	$3::timestamptz - (g * 19 % 94608000) * INTERVAL '1 second',
+	$4::timestamptz + (g / 64) * INTERVAL '1 millisecond',
+	CASE WHEN g % 10 = 0 THEN NULL ELSE ((g * 31 % 100000) / 100.0)::numeric(12,2) END,
+	1 + (g % 9)::int,
+	(ARRAY['US','GB','DE','FR','IN','BR','JP'])[1 + g % 7],
+	g % 3 = 0,
+	jsonb_build_object('plan', (ARRAY['free','pro','team'])[1 + g % 3], 'page', '/p/' || (g % 500),
+		'ab_test', g % 2 = 0, 'score', g % 1000),
+	CASE WHEN g % 4 = 0 THEN NULL ELSE 'note for event ' || g END
+	FROM generate_series($1::bigint, $2::bigint) AS g`
+
 // fillTo appends rows until the table holds n. Sizes are filled in
 // ascending order, so the 5M table is the 1M table plus 4M rows and the
 // whole run inserts the largest size once.
@@ -114,28 +131,13 @@ func (db *benchDB) fillTo(ctx context.Context, n int64) error {
 	// Event times spread over the three years before now (the sync
 	// refuses times before 1971 or in the future); rows are loaded in id
 	// order, 64 to a millisecond, so loaded_at has ties across batches.
-	const insert = `INSERT INTO events SELECT
-		g,
-		'user-' || (g % 200000),
-		'device-' || (g * 7919 % 300000),
-		(ARRAY['Page Viewed','Signed Up','Add To Cart','Purchase','Search'])[1 + g % 5],
-		$3::timestamptz - (g * 19 % 94608000) * INTERVAL '1 second',
-		$4::timestamptz + (g / 64) * INTERVAL '1 millisecond',
-		CASE WHEN g % 10 = 0 THEN NULL ELSE ((g * 31 % 100000) / 100.0)::numeric(12,2) END,
-		1 + (g % 9)::int,
-		(ARRAY['US','GB','DE','FR','IN','BR','JP'])[1 + g % 7],
-		g % 3 = 0,
-		jsonb_build_object('plan', (ARRAY['free','pro','team'])[1 + g % 3], 'page', '/p/' || (g % 500),
-			'ab_test', g % 2 = 0, 'score', g % 1000),
-		CASE WHEN g % 4 = 0 THEN NULL ELSE 'note for event ' || g END
-		FROM generate_series($1::bigint, $2::bigint) AS g`
 	now := time.Now().UTC().Add(-time.Hour)
 	loadBase := now.Add(-24 * time.Hour)
 	start := time.Now()
 	const chunk = 1_000_000 // one statement per chunk, for progress lines
 	for from := db.rows + 1; from <= n; from += chunk {
 		to := min(from+chunk-1, n)
-		if _, err := db.conn.Exec(ctx, insert, from, to, now, loadBase); err != nil {
+		if _, err := db.conn.Exec(ctx, insertSQL, from, to, now, loadBase); err != nil {
 			return fmt.Errorf("fill: %w", err)
 		}
 		db.rows = to

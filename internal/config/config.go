@@ -114,10 +114,12 @@ func (p *Project) LookupTable(id string) (*LookupTable, bool) {
 
 // Config is the whole server configuration.
 type Config struct {
-	Listen     string   `yaml:"listen"`
-	DataDir    string   `yaml:"data_dir"`
-	Region     Region   `yaml:"region"`
-	Store      string   `yaml:"store"` // "" or "embedded": DuckDB under data_dir
+	Listen  string `yaml:"listen"`
+	DataDir string `yaml:"data_dir"`
+	Region  Region `yaml:"region"`
+	// Store is "" or "embedded" (DuckDB under data_dir), or a postgres://
+	// URL (store.go) of a database any number of processes may share.
+	Store      string   `yaml:"store"`
 	LogLevel   string   `yaml:"log_level"`
 	LogFormat  string   `yaml:"log_format"` // text or json
 	ImportsDir string   `yaml:"imports_dir"`
@@ -126,8 +128,16 @@ type Config struct {
 	MemoryLimit string `yaml:"memory_limit"`
 	// MigrateListen serves the migration service ({migrate_url}, POST
 	// /amplitude) on its own address; "" serves it on Listen.
-	MigrateListen string    `yaml:"migrate_listen"`
-	Projects      []Project `yaml:"projects"`
+	MigrateListen string `yaml:"migrate_listen"`
+	// SyncLease is how long a sync run's claim holds unless its process
+	// renews it (every third of it): when a process dies, another takes
+	// its runs over within about 1.5 leases. Shorter means faster
+	// takeover; it must stay well above the store's worst stall.
+	SyncLease Duration `yaml:"sync_lease"`
+	// MetricsToken, when set, lets a scraper read /metrics with it as a
+	// Bearer token instead of a project credential.
+	MetricsToken string    `yaml:"metrics_token"`
+	Projects     []Project `yaml:"projects"`
 
 	file string
 }
@@ -188,6 +198,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.OAuthTTL == 0 {
 		c.OAuthTTL = Duration(3600e9)
+	}
+	if c.SyncLease == 0 {
+		c.SyncLease = Duration(30e9)
 	}
 	for i := range c.Projects {
 		p := &c.Projects[i]

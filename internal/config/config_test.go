@@ -65,7 +65,10 @@ func TestParseErrorsNameFileAndKey(t *testing.T) {
 		{"dup secret", base("") + "  - id: 2\n    name: B\n    token: tok-bbbbbbbb\n    api_secret: sec-aaaaaaaa\n", "projects[1].api_secret: must be unique"},
 		{"bad size", base("    rate_limit: {bytes_per_minute: lots}\n"), `"lots" is not a size`},
 		{"wrong type", base("    service_accounts: 3\n"), "cannot unmarshal"},
-		{"store", "store: mysql://x\n" + base(""), `store: must be empty or "embedded"`},
+		{"store", "store: mysql://u:hunter2@x\n" + base(""), `store: must be "embedded" (the default) or a postgres:// URL; got "mysql://u:xxxxx@x"`},
+		{"bad postgres url", "store: postgres://u:hunter2@db:notaport/x\n" + base(""), `store: postgres://… is not a valid URL: invalid port`},
+		{"bad postgres param", "store: postgres://u:hunter2@db/x?sslmode=sometimes\n" + base(""), `store: postgres://u:xxxxx@db/x?sslmode=sometimes is not a valid PostgreSQL URL`},
+		{"short lease", "sync_lease: 500ms\n" + base(""), "sync_lease: must be at least 1s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -87,5 +90,36 @@ func TestDemoConfigLoads(t *testing.T) {
 	}
 	if len(c.Projects) == 0 || c.Projects[0].ServiceAccounts[0].Role != RoleOwner {
 		t.Fatalf("demo config: %+v", c.Projects)
+	}
+}
+
+// store: postgres://… (here from the environment) selects the Postgres
+// store; no error and no log description shows the password.
+func TestStoreSelection(t *testing.T) {
+	minimal := "projects:\n  - id: 1\n    name: A\n    token: tok-aaaaaaaa\n    api_secret: sec-aaaaaaaa\n"
+	c, err := Parse("t.yaml", []byte(minimal), env(nil))
+	if err != nil || c.StoreKind() != StoreEmbedded || c.StoreRedacted() != "embedded" || c.SyncLease != Duration(30e9) {
+		t.Fatalf("default store: %v %q %q %v", err, c.StoreKind(), c.StoreRedacted(), c.SyncLease)
+	}
+	c, err = Parse("t.yaml", []byte("store: ${PG_URL}\nsync_lease: 2s\n"+minimal),
+		env(map[string]string{"PG_URL": "postgres://app:hunter2@db.internal:5432/tributary?sslmode=disable"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.StoreKind() != StorePostgres || c.Store != "postgres://app:hunter2@db.internal:5432/tributary?sslmode=disable" || c.SyncLease != Duration(2e9) {
+		t.Fatalf("postgres store: %q %q %v", c.StoreKind(), c.Store, c.SyncLease)
+	}
+	if got := c.StoreRedacted(); strings.Contains(got, "hunter2") || !strings.Contains(got, "db.internal:5432/tributary") {
+		t.Fatalf("redacted: %q", got)
+	}
+	c.Store = "postgresql://app@db/x?password=hunter2"
+	if got := c.StoreRedacted(); strings.Contains(got, "hunter2") {
+		t.Fatalf("redacted: %q", got)
+	}
+	for _, bad := range []string{"postgres://app:hunter2@db:99999999/x", "postgres://app:hunter2@db/x?sslmode=maybe", "postgres://app:hunter2@[db/x"} {
+		_, err := Parse("t.yaml", []byte("store: "+bad+"\n"+minimal), env(nil))
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "config t.yaml: store: ") {
+			t.Fatalf("store %q: %v", bad, err)
+		}
 	}
 }

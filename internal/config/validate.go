@@ -25,10 +25,11 @@ func (c *Config) validate() error {
 	if !validRegion(c.Region) {
 		return bad("region", "must be one of us, eu, in; got %q", c.Region)
 	}
-	switch c.Store {
-	case "", "embedded":
-	default:
-		return bad("store", "must be empty or \"embedded\" (the Postgres store is not available yet); got %q", c.Store)
+	if err := c.validateStore(); err != nil {
+		return err
+	}
+	if c.SyncLease < Duration(1e9) {
+		return bad("sync_lease", "must be at least 1s")
 	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
@@ -37,6 +38,9 @@ func (c *Config) validate() error {
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		return bad("log_format", "must be text or json; got %q", c.LogFormat)
+	}
+	if c.MetricsToken != "" && len(c.MetricsToken) < 16 {
+		return bad("metrics_token", "must be at least 16 characters; use ${VAR}")
 	}
 	if c.OAuthTTL < Duration(60e9) {
 		return bad("oauth_token_ttl", "must be at least 1m")

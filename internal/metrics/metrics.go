@@ -20,6 +20,7 @@ type Registry struct {
 	counters map[string]*CounterVec
 	hists    map[string]*Histogram
 	gauges   map[string]func() float64
+	families map[string]*gaugeFamily // family.go
 	help     map[string]string
 }
 
@@ -28,6 +29,7 @@ func New() *Registry {
 		counters: map[string]*CounterVec{},
 		hists:    map[string]*Histogram{},
 		gauges:   map[string]func() float64{},
+		families: map[string]*gaugeFamily{},
 		help:     map[string]string{},
 	}
 }
@@ -132,7 +134,7 @@ func (r *Registry) Write(w io.Writer) error {
 	var b strings.Builder
 	for _, name := range names {
 		r.mu.Lock()
-		c, h, g, help := r.counters[name], r.hists[name], r.gauges[name], r.help[name]
+		c, h, g, f, help := r.counters[name], r.hists[name], r.gauges[name], r.families[name], r.help[name]
 		r.mu.Unlock()
 		fmt.Fprintf(&b, "# HELP %s %s\n", name, help)
 		switch {
@@ -162,6 +164,8 @@ func (r *Registry) Write(w io.Writer) error {
 				v = 0
 			}
 			fmt.Fprintf(&b, "# TYPE %s gauge\n%s %g\n", name, name, v)
+		case f != nil:
+			f.write(&b, name)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

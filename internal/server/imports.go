@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/tributary-dev/tributary/connectors/kinds"
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/run"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/internal/metrics"
 	"github.com/tributary-dev/tributary/scheduler"
 )
 
@@ -43,12 +45,14 @@ func ProjectLookup(cfg *config.Config) func(int64) (importspec.Project, bool) {
 
 // NewScheduler builds the import catalog (files plus the app API's
 // imports in the store) and the scheduler over it, not yet started.
-func NewScheduler(ctx context.Context, cfg *config.Config, files []*importspec.Import, st store.Store, log *slog.Logger) (*scheduler.Scheduler, error) {
+// Its lease figures go to met.
+func NewScheduler(ctx context.Context, cfg *config.Config, files []*importspec.Import, st store.Store, log *slog.Logger, met *metrics.Registry) (*scheduler.Scheduler, error) {
 	reg := kinds.Registry()
 	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: ProjectLookup(cfg), Files: files})
 	if err != nil {
 		return nil, fmt.Errorf("imports: %w", err)
 	}
 	runner := &run.Runner{Registry: reg, Store: st, Log: log}
-	return scheduler.New(cat, scheduler.Options{Runner: runner, Store: st, Log: log}), nil
+	return scheduler.New(cat, scheduler.Options{Runner: runner, Store: st, Log: log,
+		Lease: time.Duration(cfg.SyncLease), Metrics: met}), nil
 }

@@ -15,8 +15,10 @@ import (
 	"github.com/tributary-dev/tributary/ingest/api"
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/commit"
+	"github.com/tributary-dev/tributary/ingest/ratelimit"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
+	"github.com/tributary-dev/tributary/ingest/store/pgstore"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/metrics"
 )
@@ -44,17 +46,29 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	reg := metrics.New()
 	ist := instrumented(st, reg)
 	committer := commit.New(ist, commit.Options{})
+	reg.Gauge("tributary_commit_queue_requests", "Requests waiting for the next group-commit write.",
+		func() float64 { n, _ := committer.Queued(); return float64(n) })
+	reg.Gauge("tributary_commit_queue_records", "Records waiting for the next group-commit write.",
+		func() float64 { _, n := committer.Queued(); return float64(n) })
 	a := auth.New(cfg, time.Now)
+	// Processes on one Postgres database share OAuth tokens and rate
+	// budgets through it. The embedded store has a single process, whose
+	// memory is enough and costs no store round trip.
+	var limiter *ratelimit.Limiter
+	if cfg.StoreKind() == config.StorePostgres {
+		a.ShareTokens(st, log)
+		limiter = ratelimit.NewShared(time.Now, st, log)
+	}
 	mig, err := openMigrations(ctx, cfg, ist, a, reg, log)
 	if err != nil {
 		return err
 	}
 	defer mig.Close() // before the store closes: jobs stop at a checkpoint
-	sched, err := NewScheduler(ctx, cfg, imports, st, log)
+	sched, err := NewScheduler(ctx, cfg, imports, st, log, reg)
 	if err != nil {
 		return err
 	}
-	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log, Scheduler: sched})
+	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log, Scheduler: sched, Limiter: limiter})
 
 	// Runs stop before the store closes (defers run last-in first-out):
 	// each commits its batch in flight and is marked CANCELLED. Start
@@ -82,7 +96,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("tributary listening", "addr", ln.Addr().String(), "region", cfg.Region, "data_dir", cfg.DataDir, "projects", len(cfg.Projects))
+	log.Info("tributary listening", "addr", ln.Addr().String(), "region", cfg.Region, "store", cfg.StoreRedacted(),
+		"data_dir", cfg.DataDir, "projects", len(cfg.Projects), "sync_owner", sched.Owner())
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
@@ -135,12 +150,24 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store
 
 // OpenStore opens the configured store for a process: the server, or a
 // CLI command that works on the data directory itself. threads caps
-// DuckDB's threads (0: one per core).
+// DuckDB's threads (0: one per core); the Postgres store ignores it (its
+// pool size comes from the URL's pool_max_conns).
 func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, threads int) (store.Store, error) {
-	path := filepath.Join(cfg.DataDir, "tributary.duckdb")
-	st, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Threads: threads, Logger: log})
-	if err != nil {
-		return nil, fmt.Errorf("open embedded store %s: %w", path, err)
+	var st store.Store
+	if cfg.StoreKind() == config.StorePostgres {
+		pg, err := pgstore.Open(ctx, cfg.Store, pgstore.Options{Logger: log})
+		if err != nil {
+			// Never the URL itself: it may hold the password.
+			return nil, fmt.Errorf("open postgres store %s: %w", cfg.StoreRedacted(), err)
+		}
+		st = pg
+	} else {
+		path := filepath.Join(cfg.DataDir, "tributary.duckdb")
+		duck, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Threads: threads, Logger: log})
+		if err != nil {
+			return nil, fmt.Errorf("open embedded store %s: %w", path, err)
+		}
+		st = duck
 	}
 	// A project's ID management mode is fixed once it holds data: a config
 	// edit that changes it must stop the server, not re-read old clusters

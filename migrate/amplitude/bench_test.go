@@ -62,18 +62,15 @@ func benchMigration(b *testing.B, users int) {
 		line = bytes.Replace(line, fmt.Appendf(nil, `"user_id":"user-%d"`, i%5000), fmt.Appendf(nil, `"user_id":"user-%d"`, i%users), 1)
 		srv.AddLine(at, line)
 	}
-	warm := &Client{BaseURL: srv.URL, Credentials: Credentials{testKey, testSecret}, TempDir: b.TempDir()}
-	for _, r := range [][2]time.Time{{hour(1, 0), hour(1, 23)}, {hour(1, 12), hour(1, 12)}} {
-		a, err := warm.Export(context.Background(), r[0], r[1])
-		if err != nil {
-			b.Fatal(err)
-		}
-		a.Close()
-	}
 	cfg := &config.Config{Region: config.RegionUS, Projects: []config.Project{{ID: 1, Token: "tok-simplified", Region: config.RegionUS, IDManagement: config.IDSimplified}}}
 	ctx := context.Background()
-	b.ResetTimer()
-	for range b.N {
+	// One untimed run first: the fake server then has every archive the
+	// job asks for cached, so the timed runs measure the client and the
+	// store, not the fake server's gzip.
+	for run := -1; run < b.N; run++ {
+		if run == 0 {
+			b.ResetTimer()
+		}
 		b.StopTimer()
 		dir := b.TempDir()
 		st, err := duckstore.Open(ctx, filepath.Join(dir, "t.duckdb"), duckstore.Options{Threads: 1})
@@ -95,7 +92,9 @@ func benchMigration(b *testing.B, users int) {
 		if s, err = svc.Wait(ctx, s.ID); err != nil || s.State != Succeeded || s.EventsImported != n || s.ProfilesUpdated != int64(users) {
 			b.Fatalf("%v %+v", err, s)
 		}
-		b.ReportMetric(n/time.Since(began).Seconds(), "events/s")
+		if run >= 0 {
+			b.ReportMetric(n/time.Since(began).Seconds(), "events/s")
+		}
 		b.StopTimer()
 		svc.Close()
 		st.Close()

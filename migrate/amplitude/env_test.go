@@ -128,6 +128,9 @@ type env struct {
 	http     *httptest.Server
 	logs     *bytes.Buffer
 	began    time.Time
+	// statusUser is the Basic-auth user of GETs: "" the job's project
+	// token, "-" no credentials.
+	statusUser string
 }
 
 func newEnv(t *testing.T, tune func(*Config)) *env {
@@ -228,6 +231,13 @@ func (e *env) do(method, path string, body any) (int, map[string]any) {
 	}
 	req, _ := http.NewRequest(method, e.http.URL+path, rd)
 	req.Header.Set("Content-Type", "application/json")
+	if method == "GET" && e.statusUser != "-" {
+		user := e.statusUser
+		if user == "" {
+			user = "tok-simplified" // the job's project token
+		}
+		req.SetBasicAuth(user, "")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		e.t.Fatal(err)

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+
+	"github.com/tributary-dev/tributary/ingest/auth"
 )
 
 // maxRequestBytes bounds a POST /amplitude body: a few short strings.
@@ -99,15 +101,39 @@ func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
 	}
 	id := r.PathValue("job_id")
 	st, err := s.Status(r.Context(), id)
-	if errors.Is(err, ErrJobNotFound) {
-		writeError(w, http.StatusNotFound, "no migration job with id "+strconv.Quote(truncateText(id, 64)))
-		return
-	}
-	if err != nil {
+	found := err == nil
+	if err != nil && !errors.Is(err, ErrJobNotFound) {
 		s.refused(w, r, err)
 		return
 	}
+	if code, msg := s.authorizeStatus(r, st, found); code != 0 {
+		if code == http.StatusNotFound {
+			msg = "no migration job with id " + strconv.Quote(truncateText(id, 64))
+		}
+		writeError(w, code, msg)
+		return
+	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// statusAllowed: any credential of the job's project (the TARGET_TOKEN
+// that started it, its API secret, a service account, an OAuth token).
+var statusAllowed = auth.Allowed{Secret: true, Token: true, ServiceAccount: true, OAuth: true}
+
+// authorizeStatus lets only the job's project read a job. The 96-bit job
+// id alone is not a credential: status reports carry event counts and
+// failures. Valid credentials of another project get the same 404 as an
+// unknown id, so a caller cannot probe which ids exist; invalid ones 401.
+func (s *Service) authorizeStatus(r *http.Request, st Status, found bool) (int, string) {
+	if found {
+		if _, err := s.cfg.Projects.RequestFor(r, statusAllowed, st.ProjectID); err == nil {
+			return 0, ""
+		}
+	}
+	if _, err := s.cfg.Projects.Request(r, statusAllowed); err != nil {
+		return http.StatusUnauthorized, "a credential of the job's project is required (Basic auth: the project token or API secret as user name, or a service account)"
+	}
+	return http.StatusNotFound, ""
 }
 
 // refused answers an error: a RequestError with its status, anything else

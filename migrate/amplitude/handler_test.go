@@ -71,6 +71,11 @@ func TestRefusals(t *testing.T) {
 			t.Fatalf("GET %s: %d %v", id, code, body)
 		}
 	}
+	e.statusUser = "-"
+	if code, body := e.do("GET", "/amplitude/0123456789abcdef01234567", nil); code != 401 {
+		t.Fatalf("GET without credentials: %d %v", code, body)
+	}
+	e.statusUser = ""
 	if n := len(e.stored()); n != 0 {
 		t.Fatalf("refused requests stored %d events", n)
 	}
@@ -149,5 +154,22 @@ func TestJobStopsAtTheLimit(t *testing.T) {
 	}
 	if n := len(e.stored()); n == 0 || n >= e.fx.valid {
 		t.Fatalf("%d events stored", n)
+	}
+}
+
+// A job's status is for its own project only: no credentials → 401, a
+// bad one → 401, another project's → 404 (as an unknown id), its own
+// token or API secret → 200.
+func TestStatusNeedsTheJobsProject(t *testing.T) {
+	e := newEnv(t, nil)
+	id := e.run(request()).ID
+	for _, c := range []struct {
+		user string
+		want int
+	}{{"-", 401}, {"wrong-token", 401}, {"tok-original", 404}, {"tok-simplified", 200}} {
+		e.statusUser = c.user
+		if code, body := e.do("GET", "/amplitude/"+id, nil); code != c.want {
+			t.Errorf("GET as %q: %d %v, want %d", c.user, code, body, c.want)
+		}
 	}
 }

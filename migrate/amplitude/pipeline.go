@@ -123,7 +123,7 @@ func (l *loader) flush(ctx context.Context) error {
 		l.recs = append(l.recs, l.buf[start:end])
 		start = end
 	}
-	l.batch = store.Batch{Events: l.batch.Events[:0], Changes: l.batch.Changes[:0]}
+	l.batch = store.Batch{Source: store.SourceAmplitude, Events: l.batch.Events[:0], Changes: l.batch.Changes[:0]}
 	// The same options as POST /import with a project secret, for a
 	// Simplified ID Merge project: $user_id / $device_id make distinct_id.
 	fails := l.dec.Decode(record.Options{

@@ -14,15 +14,19 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/metrics"
 )
 
-// Projects finds target projects; *auth.Authenticator is one.
+// Projects finds target projects and authenticates status requests;
+// *auth.Authenticator is one.
 type Projects interface {
 	ProjectByToken(token string) (*config.Project, bool)
 	Project(id int64) (*config.Project, bool)
+	Request(r *http.Request, allow auth.Allowed) (auth.Principal, error)
+	RequestFor(r *http.Request, allow auth.Allowed, projectID int64) (auth.Principal, error)
 }
 
 // Config is what the service takes from the server. Store, Jobs and

@@ -194,4 +194,20 @@ func verifyCrashState(t *testing.T, s *Store, acked map[int]bool, limit int) {
 	if s.keys.len() != len(seen) {
 		t.Fatalf("dedup set holds %d keys, table %d", s.keys.len(), len(seen))
 	}
+	// The usage counters ride the same log entries: exactly the stored
+	// events, none counted twice by a replay, none lost.
+	var stored, counted int64
+	for _, n := range perBatch {
+		stored += int64(n)
+	}
+	usage, err := s.Usage(context.Background(), 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, u := range usage {
+		counted += u.Events
+	}
+	if counted != stored {
+		t.Fatalf("usage counters say %d events, the table holds %d (%+v)", counted, stored, usage)
+	}
 }

@@ -56,9 +56,10 @@ const checkpointThreshold = "16MB"
 // Every large loader commit ends in one such group, and the first ordinary
 // checkpoint after a few small commits merged all of them at once
 // (measured: 4.5 s with 3.6M rows, 13 s with 10M, during which the loader
-// stood still and back-pressure stopped every writer). Events are never
-// deleted, so vacuum has nothing else to reclaim; the price is some
-// partly filled row groups (a little metadata, slightly worse compression).
+// stood still and back-pressure stopped every writer). Events are deleted
+// only when an import's data is (a rare admin action), so vacuum has
+// little else to reclaim; the price is some partly filled row groups and
+// the space of deleted events staying in the file until it is rewritten.
 const maxVacuumTasks = "0"
 
 // schemaVersion is bumped by every change to the tables below; Open refuses
@@ -108,7 +109,12 @@ var schema = []string{
 		period VARCHAR NOT NULL, status VARCHAR NOT NULL, reason VARCHAR NOT NULL,
 		started_ms BIGINT NOT NULL, ended_ms BIGINT NOT NULL, rows_read BIGINT NOT NULL, imported BIGINT NOT NULL,
 		duplicate BIGINT NOT NULL, failed BIGINT NOT NULL, bytes BIGINT NOT NULL, failures VARCHAR NOT NULL)`,
+	// Run leases (syncs.go), added to files made before they existed.
+	`ALTER TABLE sync_runs ADD COLUMN IF NOT EXISTS owner VARCHAR DEFAULT ''`,
+	`ALTER TABLE sync_runs ADD COLUMN IF NOT EXISTS lease_until_ms BIGINT DEFAULT 0`,
 	`CREATE TABLE IF NOT EXISTS import_docs (project BIGINT NOT NULL, id VARCHAR NOT NULL, doc VARCHAR NOT NULL)`,
+	// Events stored per project, month (YYYY-MM, UTC) and source (usage.go).
+	`CREATE TABLE IF NOT EXISTS usage_counters (project BIGINT NOT NULL, month VARCHAR NOT NULL, source VARCHAR NOT NULL, events BIGINT NOT NULL)`,
 }
 
 // Store is a store.Store backed by one DuckDB file.
@@ -117,6 +123,11 @@ type Store struct {
 	path string
 	lock *os.File // held while open; see lockFile
 	log  *slog.Logger
+	// sharedMu serialises the Shared statements (tokens, rate counters):
+	// DuckDB answers two connections updating one row at once with a
+	// transaction conflict instead of waiting, and a lost AddRate would
+	// break its promise. Calls are rare, so the lock costs nothing.
+	sharedMu sync.Mutex
 
 	// life guards closed and ops: Close waits for operations in flight so
 	// the file is released (and checkpointed) when it returns.
@@ -136,6 +147,7 @@ type Store struct {
 	graphs  graphs          // identity state per project (identity.go)
 	pending pendingProfiles // profile states logged, not yet in the table
 	syncs   syncState       // checkpoints and the run-start lock (syncs.go)
+	usage   usageState      // monthly usage counters (usage.go)
 	// broken stops writes after one left state ahead of the log (Write).
 	broken error
 
@@ -261,6 +273,9 @@ func (s *Store) init(ctx context.Context) error {
 		return err
 	}
 	if err := s.loadCheckpoints(ctx); err != nil {
+		return err
+	}
+	if err := s.loadUsage(ctx); err != nil {
 		return err
 	}
 	return s.loadKeys(ctx)

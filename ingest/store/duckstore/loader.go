@@ -126,16 +126,39 @@ func (s *Store) applyTxn(ctx context.Context) error {
 
 // writeProfiles upserts the final profile states of a loader transaction.
 func writeProfiles(ctx context.Context, c *duckdb.Conn, profs map[profileKey]profileState) error {
+	if len(profs) == 0 {
+		return nil
+	}
+	// One statement per profile cost more than the events it came with
+	// (a migration $sets thousands per transaction): stage them through an
+	// appender, then replace them with one DELETE and one INSERT. The
+	// stage is an ordinary table, empty outside the loader's transaction.
+	if _, err := c.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS profile_stage (
+		project BIGINT, kind UTINYINT, group_key VARCHAR, id VARCHAR, props VARCHAR, updated_ms BIGINT, deleted BOOLEAN)`, nil); err != nil {
+		return fmt.Errorf("write profiles: %w", err)
+	}
+	ap, err := duckdb.NewAppenderFromConn(c, "", "profile_stage")
+	if err != nil {
+		return fmt.Errorf("write profiles: stage appender: %w", err)
+	}
 	for k, st := range profs {
-		if err := execArgs(ctx, c, `DELETE FROM profiles WHERE project = ? AND kind = ? AND group_key = ? AND id = ?`,
-			k.project, int64(k.kind), k.groupKey, k.id); err != nil {
-			return fmt.Errorf("write profiles: %w", err)
+		if err = ap.AppendRow(k.project, uint8(k.kind), k.groupKey, k.id, string(st.props), st.updatedMs, st.deleted); err != nil {
+			break
 		}
-		if st.deleted {
-			continue
-		}
-		if err := execArgs(ctx, c, `INSERT INTO profiles VALUES (?, ?, ?, ?, ?, ?)`,
-			k.project, int64(k.kind), k.groupKey, k.id, string(st.props), st.updatedMs); err != nil {
+	}
+	if cerr := ap.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write profiles: stage: %w", err)
+	}
+	for _, q := range []string{
+		`DELETE FROM profiles USING profile_stage s WHERE profiles.project = s.project AND profiles.kind = s.kind
+			AND profiles.group_key = s.group_key AND profiles.id = s.id`,
+		`INSERT INTO profiles SELECT project, kind, group_key, id, props, updated_ms FROM profile_stage WHERE NOT deleted`,
+		`DELETE FROM profile_stage`,
+	} {
+		if _, err := c.ExecContext(ctx, q, nil); err != nil {
 			return fmt.Errorf("write profiles: %w", err)
 		}
 	}
@@ -190,23 +213,27 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		s.chunk = newEventChunk()
 	}
 	ch := s.chunk
-	// Merges are rare: their appender is made on the first one.
-	var mg *duckdb.Appender
+	// Merges and identity changes are rarer than events: their appenders
+	// are made on the first one.
+	var mg, chg *duckdb.Appender
 	defer func() {
 		ch.discard()
-		if mg == nil {
-			return
-		}
-		if err != nil {
-			_ = mg.Clear()
-		}
-		if cerr := mg.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("append merges: %w", cerr)
+		for _, ap := range []*duckdb.Appender{mg, chg} {
+			if ap == nil {
+				continue
+			}
+			if err != nil {
+				_ = ap.Clear()
+			}
+			if cerr := ap.Close(); cerr != nil && err == nil {
+				err = fmt.Errorf("append merges or identity changes: %w", cerr)
+			}
 		}
 	}()
 	rows := 0
 	profs := map[profileKey]profileState{}
 	cks := map[checkpointKey][]byte{}
+	use := map[store.UsageKey]int64{}
 	err = s.wal.Replay(from, func(lsn uint64, payload []byte) error {
 		if rows >= loadTxnRows {
 			return errTxnFull
@@ -229,8 +256,13 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 				return mg.AppendRow(m.project, string(m.id1), string(m.id2), m.timeMs, m.ingestMs, string(m.props), m.seq)
 			},
 			change: func(ic *logChange) error {
-				return execArgs(ctx, c, `INSERT INTO identity_changes VALUES (?, ?, ?, ?, ?)`,
-					ic.project, ic.seq, int64(ic.kind), string(ic.a), string(ic.b))
+				if chg == nil {
+					var err error
+					if chg, err = duckdb.NewAppenderFromConn(c, "", "identity_changes"); err != nil {
+						return fmt.Errorf("identity changes appender: %w", err)
+					}
+				}
+				return chg.AppendRow(ic.project, ic.seq, uint8(ic.kind), string(ic.a), string(ic.b))
 			},
 			profile: func(p *logProfile) error {
 				// Only the last state of a profile in this transaction is written.
@@ -240,6 +272,10 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 			},
 			checkpoint: func(ck *logCheckpoint) error {
 				cks[checkpointKey{ck.project, string(ck.importID)}] = bytes.Clone(ck.val)
+				return nil
+			},
+			usage: func(u *logUsage) error {
+				use[store.UsageKey{Project: u.project, Month: string(u.month), Source: string(u.source)}] += u.events
 				return nil
 			},
 		})
@@ -264,10 +300,19 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 			return 0, 0, fmt.Errorf("append merges: %w", err)
 		}
 	}
+	if chg != nil {
+		err, chg = chg.Close(), nil
+		if err != nil {
+			return 0, 0, fmt.Errorf("append identity changes: %w", err)
+		}
+	}
 	if err := writeProfiles(ctx, c, profs); err != nil {
 		return 0, 0, err
 	}
 	if err := writeCheckpoints(ctx, c, cks); err != nil {
+		return 0, 0, err
+	}
+	if err := writeUsage(ctx, c, use); err != nil {
 		return 0, 0, err
 	}
 	if last == 0 {

@@ -18,6 +18,8 @@ import (
 // then per profile state: project, kind, group_key, id, deleted (0|1),
 // props, updated_ms. Entries with sync checkpoints go on (older ones end
 // here): nCheckpoints, then per checkpoint: project, import id, value.
+// Entries with usage counts go on (older ones end here): nUsage, then per
+// counter: project, month, source, events.
 
 type logEvent struct {
 	project, timeMs, ingestMs, seq int64
@@ -30,6 +32,11 @@ type logChange struct {
 	project, seq int64
 	kind         uint8
 	a, b         []byte
+}
+
+type logUsage struct {
+	project, events int64
+	month, source   []byte
 }
 
 type logCheckpoint struct {
@@ -52,6 +59,7 @@ type entryVisitor struct {
 	change     func(*logChange) error
 	profile    func(*logProfile) error
 	checkpoint func(*logCheckpoint) error
+	usage      func(*logUsage) error
 }
 
 type logMerge struct {
@@ -169,7 +177,8 @@ func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 		dst = binary.AppendVarint(dst, seq+int64(i))
 	}
 	seq += int64(len(sc.merges))
-	if len(sc.changes) == 0 && len(sc.profiles) == 0 && len(sc.checkpoints) == 0 {
+	use := s.usage.planned()
+	if len(sc.changes) == 0 && len(sc.profiles) == 0 && len(sc.checkpoints) == 0 && len(use) == 0 {
 		return dst // the old layout, which every build reads
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(sc.changes)))
@@ -194,7 +203,7 @@ func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 		dst = appendBytes(dst, p.state.props)
 		dst = binary.AppendVarint(dst, p.state.updatedMs)
 	}
-	if len(sc.checkpoints) == 0 {
+	if len(sc.checkpoints) == 0 && len(use) == 0 {
 		return dst
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(sc.checkpoints)))
@@ -202,6 +211,16 @@ func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 		dst = binary.AppendVarint(dst, c.project)
 		dst = appendStr(dst, c.importID)
 		dst = appendBytes(dst, c.val)
+	}
+	if len(use) == 0 {
+		return dst
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(use)))
+	for _, u := range use {
+		dst = binary.AppendVarint(dst, u.Project)
+		dst = appendStr(dst, u.Month)
+		dst = appendStr(dst, u.Source)
+		dst = binary.AppendVarint(dst, u.Events)
 	}
 	return dst
 }
@@ -304,6 +323,24 @@ func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 		}
 		if v.checkpoint != nil {
 			if err := v.checkpoint(&c2); err != nil {
+				return rows, err
+			}
+		}
+	}
+	if r.err != nil || len(r.b) == 0 {
+		return rows, r.err
+	}
+	var u logUsage
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		u.project = r.varint()
+		u.month = r.bytes()
+		u.source = r.bytes()
+		u.events = r.varint()
+		if r.err != nil {
+			break
+		}
+		if v.usage != nil {
+			if err := v.usage(&u); err != nil {
 				return rows, err
 			}
 		}

@@ -22,6 +22,11 @@ import (
 // that need a read-decide-write step (one run per import), done under
 // syncState.runMu in one DuckDB statement each, durable at commit. The
 // store file is locked to one process, so a process mutex is enough.
+//
+// That lock also tells which run owners are alive: only those that started
+// or renewed a run through this handle, the one process that has the file
+// open. InterruptRuns fails every other owner's RUNNING runs whatever their
+// lease says, so a restart after a crash need not wait for leases to lapse.
 
 type checkpointKey struct {
 	project  int64
@@ -37,7 +42,10 @@ type checkpointRow struct {
 type syncState struct {
 	mu          sync.Mutex
 	checkpoints map[checkpointKey][]byte
-	runMu       sync.Mutex // serialises StartRun decisions
+	// runMu serialises the writes of runs: StartRun's decisions, and
+	// updates that DuckDB would otherwise refuse as conflicting.
+	runMu sync.Mutex
+	live  map[string]bool // owners alive in this process (under runMu)
 }
 
 func (s *Store) loadCheckpoints(ctx context.Context) error {
@@ -104,7 +112,7 @@ func (s *Store) Checkpoint(ctx context.Context, project int64, importID string) 
 }
 
 const runColumns = `id, project, import, trigger, period, status, reason, started_ms, ended_ms,
-	rows_read, imported, duplicate, failed, bytes, failures`
+	rows_read, imported, duplicate, failed, bytes, failures, owner, lease_until_ms`
 
 // StartRun implements store.Syncs.
 func (s *Store) StartRun(ctx context.Context, rs store.RunStart) (store.Run, bool, error) {
@@ -143,12 +151,13 @@ func (s *Store) StartRun(ctx context.Context, rs store.RunStart) (store.Run, boo
 	if len(r.Failures) == 0 {
 		r.Failures = []byte("[]")
 	}
-	_, err = s.db.ExecContext(ctx, `INSERT INTO sync_runs VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+	_, err = s.db.ExecContext(ctx, `INSERT INTO sync_runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		r.ID, r.Project, r.Import, r.Trigger, r.Period, r.Status, r.Reason, r.StartedMs, r.EndedMs,
-		r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes, string(r.Failures))
+		r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes, string(r.Failures), r.Owner, r.LeaseUntilMs)
 	if err != nil {
 		return store.Run{}, false, fmt.Errorf("duckstore: start run: %w", err)
 	}
+	s.noteOwner(r.Owner)
 	return r, true, nil
 }
 
@@ -161,6 +170,8 @@ func (s *Store) UpdateRun(ctx context.Context, r store.Run) error {
 	if len(r.Failures) == 0 {
 		r.Failures = []byte("[]")
 	}
+	s.syncs.runMu.Lock()
+	defer s.syncs.runMu.Unlock()
 	res, err := s.db.ExecContext(ctx, `UPDATE sync_runs SET status = ?, reason = ?, ended_ms = ?, rows_read = ?, imported = ?,
 		duplicate = ?, failed = ?, bytes = ?, failures = ? WHERE id = ? AND status = 'RUNNING'`,
 		r.Status, r.Reason, r.EndedMs, r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes, string(r.Failures), r.ID)
@@ -200,7 +211,7 @@ func (s *Store) queryRuns(ctx context.Context, where string, args ...any) ([]sto
 		var r store.Run
 		var fails string
 		if err := rows.Scan(&r.ID, &r.Project, &r.Import, &r.Trigger, &r.Period, &r.Status, &r.Reason, &r.StartedMs, &r.EndedMs,
-			&r.RowsRead, &r.Imported, &r.Duplicate, &r.Failed, &r.Bytes, &fails); err != nil {
+			&r.RowsRead, &r.Imported, &r.Duplicate, &r.Failed, &r.Bytes, &fails, &r.Owner, &r.LeaseUntilMs); err != nil {
 			return nil, fmt.Errorf("duckstore: runs: %w", err)
 		}
 		r.Failures = []byte(fails)
@@ -212,20 +223,76 @@ func (s *Store) queryRuns(ctx context.Context, where string, args ...any) ([]sto
 	return out, nil
 }
 
-// InterruptRuns implements store.Syncs.
-func (s *Store) InterruptRuns(ctx context.Context, reason string, endedMs int64) (int, error) {
-	if err := s.enter("interrupt runs"); err != nil {
-		return 0, err
+// noteOwner records a live owner; the caller holds runMu.
+func (s *Store) noteOwner(owner string) {
+	if owner == "" {
+		return
+	}
+	if s.syncs.live == nil {
+		s.syncs.live = map[string]bool{}
+	}
+	s.syncs.live[owner] = true
+}
+
+// RenewRuns implements store.Syncs.
+func (s *Store) RenewRuns(ctx context.Context, owner string, untilMs int64) ([]string, error) {
+	if owner == "" {
+		return nil, nil
+	}
+	if err := s.enter("renew runs"); err != nil {
+		return nil, err
 	}
 	defer s.ops.Done()
 	s.syncs.runMu.Lock()
 	defer s.syncs.runMu.Unlock()
-	res, err := s.db.ExecContext(ctx, `UPDATE sync_runs SET status = 'FAILED', reason = ?, ended_ms = ? WHERE status = 'RUNNING'`, reason, endedMs)
+	s.noteOwner(owner)
+	rows, err := s.db.QueryContext(ctx, `UPDATE sync_runs SET lease_until_ms = ? WHERE owner = ? AND status = 'RUNNING' RETURNING id`,
+		untilMs, owner)
 	if err != nil {
-		return 0, fmt.Errorf("duckstore: interrupt runs: %w", err)
+		return nil, fmt.Errorf("duckstore: renew runs: %w", err)
 	}
-	n, _ := res.RowsAffected()
-	return int(n), nil
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("duckstore: renew runs: %w", err)
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("duckstore: renew runs: %w", err)
+	}
+	return ids, nil
+}
+
+// InterruptRuns implements store.Syncs: runs whose lease lapsed, and every
+// run of an owner not alive in this process (see the top of the file).
+func (s *Store) InterruptRuns(ctx context.Context, reason string, nowMs int64) ([]store.Run, error) {
+	if err := s.enter("interrupt runs"); err != nil {
+		return nil, err
+	}
+	defer s.ops.Done()
+	s.syncs.runMu.Lock()
+	defer s.syncs.runMu.Unlock()
+	running, err := s.queryRuns(ctx, `WHERE status = 'RUNNING' ORDER BY started_ms, id`)
+	if err != nil {
+		return nil, fmt.Errorf("duckstore: interrupt runs: %w", err)
+	}
+	var out []store.Run
+	for _, r := range running {
+		if r.LeaseUntilMs >= nowMs && s.syncs.live[r.Owner] {
+			continue
+		}
+		// runMu covers every write of runs, so the row is as read.
+		if _, err := s.db.ExecContext(ctx, `UPDATE sync_runs SET status = 'FAILED', reason = ?, ended_ms = ? WHERE id = ?`,
+			reason, nowMs, r.ID); err != nil {
+			return out, fmt.Errorf("duckstore: interrupt runs: %w", err)
+		}
+		r.Status, r.Reason, r.EndedMs = store.RunFailed, reason, nowMs
+		out = append(out, r)
+	}
+	return out, nil
 }
 
 // PutImportDoc implements store.Syncs.

@@ -34,6 +34,7 @@ type writeScratch struct {
 func (sc *writeScratch) reset() {
 	sc.rows, sc.added, sc.merges = sc.rows[:0], sc.added[:0], sc.merges[:0]
 	sc.changes, sc.graphChanged, sc.moves = sc.changes[:0], false, sc.moves[:0]
+	sc.checkpoints = sc.checkpoints[:0]
 	clear(sc.profiles) // drop references to profiles
 	sc.profiles = sc.profiles[:0]
 	if sc.dirty == nil {
@@ -134,6 +135,7 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 		s.pending.mu.Unlock()
 	}
 	s.noteCheckpoints(sc.checkpoints)
+	s.noteUsage()
 	s.applyMu.Lock()
 	s.unapplied += int64(len(sc.entry))
 	s.applyMu.Unlock()
@@ -189,10 +191,12 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 	sc := &s.scratch
 	sc.reset()
 	now := nowMs()
+	s.usage.reset(now)
 	res := store.WriteResult{Batches: make([]store.WriteResult, len(batches))}
 	for bi := range batches {
 		b := &batches[bi]
 		br := &res.Batches[bi]
+		source := store.UsageSource(b.Source)
 		for mi := range b.Merges {
 			m := &b.Merges[mi]
 			if err := s.applyChange(b.Project, identity.Change{Kind: identity.KindMerge, A: m.DistinctIDs[0], B: m.DistinctIDs[1]}); err != nil {
@@ -237,6 +241,7 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 				sc.added = append(sc.added, r.key)
 			}
 			sc.rows = append(sc.rows, r)
+			s.usage.tally.Add(b.Project, source, e.IngestMs, 1)
 			br.Inserted++
 		}
 		for pi := range b.Profiles {

@@ -4,9 +4,10 @@
 // Every rule of the store contract holds across processes, not only across
 // goroutines, because the database is the only shared state:
 //
-//   - Dedup is a unique index on (project, dedup_key); a Write inserts with
-//     ON CONFLICT DO NOTHING, so two processes racing on one key store it
-//     once and the loser counts a duplicate.
+//   - Dedup is a unique index on (project, time_ms, dedup_key) (keys cover
+//     the time). A Write COPYs its events in, or after a conflict inserts
+//     them with ON CONFLICT DO NOTHING (insert.go), so two processes
+//     racing on one key store it once and the loser counts a duplicate.
 //   - Identity, profile and mode changes of a project are serialised by
 //     transaction-scoped advisory locks (locks.go). Each process keeps a
 //     replayable identity.Graph per project as a cache and catches it up

@@ -11,11 +11,13 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
-// Scans read in pages with keyset pagination on (time_ms, seq), the order of
-// the events_scan index. Each page is one short query, so a scan holds no
-// transaction or cursor open while fn runs (a slow export does not hold back
-// vacuum) and stopping early costs at most one page. Pages start small, so
-// short scans and early stops stay cheap, and grow (see defaultPages).
+// Scans read in pages with keyset pagination on (time_ms, seq): the index
+// (project, time_ms, dedup_key) yields time order, and the rows of one
+// time_ms are sorted by seq as they come (an incremental sort). Each page
+// is one short query, so a scan holds no transaction or cursor open while
+// fn runs (a slow export does not hold back vacuum) and stopping early
+// costs at most one page. Pages start small, so short scans and early
+// stops stay cheap, and grow (see defaultPages).
 //
 // Pages are separate snapshots: a row committed during the scan shows up
 // only if it sorts after the rows already delivered, so order and

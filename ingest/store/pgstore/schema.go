@@ -130,14 +130,79 @@ var migrations = []string{
 		id text COLLATE "C" NOT NULL,
 		doc text NOT NULL,
 		PRIMARY KEY (project, id));`,
+
+	// 3: run leases. A RUNNING run names the process running it and when
+	// its claim lapses; rows from before have no lease (0), which counts
+	// as expired, so they are interrupted as the crashed runs they are.
+	`ALTER TABLE sync_runs
+		ADD COLUMN owner text COLLATE "C" NOT NULL DEFAULT '',
+		ADD COLUMN lease_until_ms bigint NOT NULL DEFAULT 0;
+	-- The periodic search for expired leases and a process's renewals
+	-- read only running runs, a handful whatever the history's size.
+	CREATE INDEX sync_runs_running ON sync_runs (lease_until_ms) INCLUDE (owner) WHERE status = 'RUNNING';`,
+
+	// 4: monthly usage (store.Usage): events stored per project, month of
+	// ingestion and source, added to in the transaction that stores them.
+	// A counter is spread over a few slots (usage.go), summed on read.
+	`CREATE TABLE usage_counters (
+		project bigint NOT NULL,
+		month text COLLATE "C" NOT NULL, -- YYYY-MM, UTC
+		source text COLLATE "C" NOT NULL,
+		slot smallint NOT NULL,
+		events bigint NOT NULL,
+		PRIMARY KEY (project, month, source, slot));`,
+
+	// 5: what people and groups imports own (store.Members):
+	// per profile, the names the last run that met it set and the names
+	// earlier runs set that no run settled yet (JSON arrays).
+	`CREATE TABLE import_members (
+		project bigint NOT NULL,
+		import text COLLATE "C" NOT NULL,
+		kind smallint NOT NULL,
+		group_key text COLLATE "C" NOT NULL, -- '' for user profiles
+		id text COLLATE "C" NOT NULL,
+		run_id text COLLATE "C" NOT NULL,
+		names text NOT NULL,
+		prev_names text NOT NULL,
+		PRIMARY KEY (project, import, kind, group_key, id));`,
+
+	// 6: one index on events instead of two, for /import's write rate
+	// (insert.go). Every event's index entries were most of a write's
+	// cost, and the dedup index, in random key order, dirtied (and after
+	// each checkpoint wrote whole into the WAL) a page per event. Keys
+	// cover the event time (store.DedupKey), so (project, time_ms,
+	// dedup_key) is unique exactly when (project, dedup_key) is; led by
+	// time, the index stays local for live traffic and serves the scans
+	// too, which sort the rows of one time_ms by seq (few, already near).
+	// NULL keys (no insert id) are distinct, so they never conflict.
+	// nextval now reserves a block of seq values for a whole write.
+	// Builds before this version fail their writes on this schema (their
+	// ON CONFLICT names the old index) and refuse to start on it.
+	`CREATE UNIQUE INDEX events_key ON events (project, time_ms, dedup_key);
+	DROP INDEX events_dedup;
+	DROP INDEX events_scan;
+	ALTER SEQUENCE event_seq INCREMENT BY 1024;`,
+
+	// 7: state the processes of one database share (shared.go): OAuth
+	// tokens by SHA-256 (never the token), and each project's rate-limit
+	// counter per minute.
+	`CREATE TABLE oauth_tokens (
+		hash bytea PRIMARY KEY,
+		account text NOT NULL,
+		expires_ms bigint NOT NULL);
+	CREATE INDEX oauth_tokens_expiry ON oauth_tokens (expires_ms);
+	CREATE TABLE rate_usage (
+		project bigint NOT NULL,
+		minute bigint NOT NULL,
+		total bigint NOT NULL,
+		PRIMARY KEY (project, minute));`,
 }
 
-// createStage makes the per-connection staging table of Write. ON COMMIT
-// DELETE ROWS empties it at every commit, so a write never sees another's
-// rows, and a rollback discards them anyway.
+// createStage makes the per-connection staging table of Write's slow path
+// (insert.go). ON COMMIT DELETE ROWS empties it at every commit, so a write
+// never sees another's rows, and a rollback discards them anyway.
 const createStage = `CREATE TEMP TABLE IF NOT EXISTS pgstore_stage (
-	seq bigint NOT NULL DEFAULT nextval('event_seq'),
-	batch int NOT NULL,
+	seq bigint NOT NULL,
 	project bigint NOT NULL,
 	time_ms bigint NOT NULL,
 	name text NOT NULL,

@@ -18,6 +18,9 @@ import (
 // the one-run-per-import rule across processes: StartRun decides under a
 // transaction-scoped advisory lock of the import (nsRun), and a partial
 // unique index refuses a second RUNNING row should anything bypass it.
+// A RUNNING run carries its owner's lease (migration 3): RenewRuns extends
+// it, and InterruptRuns fails the runs whose lease lapsed, each for one
+// caller only (below).
 
 type checkpointKey struct {
 	project  int64
@@ -90,7 +93,7 @@ func (s *Store) Checkpoint(ctx context.Context, project int64, importID string) 
 }
 
 const runColumns = `id, project, import, trigger, period, status, reason, started_ms, ended_ms,
-	rows_read, imported, duplicate, failed, bytes, failures`
+	rows_read, imported, duplicate, failed, bytes, failures, owner, lease_until_ms`
 
 // StartRun implements store.Syncs.
 func (s *Store) StartRun(ctx context.Context, rs store.RunStart) (store.Run, bool, error) {
@@ -148,14 +151,14 @@ func (s *Store) startRun(ctx context.Context, rs store.RunStart) (store.Run, boo
 		r.Failures = []byte("[]")
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO sync_runs (`+runColumns+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)`,
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
 		r.ID, r.Project, r.Import, r.Trigger, r.Period, r.Status, r.Reason, r.StartedMs, r.EndedMs,
-		r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes, string(r.Failures))
+		r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes, string(r.Failures), r.Owner, r.LeaseUntilMs)
 	if err != nil {
 		return store.Run{}, false, err
 	}
 	// Not interrupted by ctx: a commit of unknown outcome could leave a
-	// RUNNING run nobody owns, blocking the import until InterruptRuns.
+	// RUNNING run nobody renews, blocking the import until its lease lapses.
 	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
 		return store.Run{}, false, err
 	}
@@ -223,13 +226,19 @@ func queryRuns(ctx context.Context, q querier, where string, args ...any) ([]sto
 	if err != nil {
 		return nil, err
 	}
+	return scanRuns(rows)
+}
+
+// scanRuns reads rows of runColumns.
+func scanRuns(rows pgx.Rows) ([]store.Run, error) {
 	var (
 		out   []store.Run
 		r     store.Run
 		fails string
 	)
-	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Project, &r.Import, &r.Trigger, &r.Period, &r.Status, &r.Reason,
-		&r.StartedMs, &r.EndedMs, &r.RowsRead, &r.Imported, &r.Duplicate, &r.Failed, &r.Bytes, &fails}, func() error {
+	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Project, &r.Import, &r.Trigger, &r.Period, &r.Status, &r.Reason,
+		&r.StartedMs, &r.EndedMs, &r.RowsRead, &r.Imported, &r.Duplicate, &r.Failed, &r.Bytes, &fails,
+		&r.Owner, &r.LeaseUntilMs}, func() error {
 		r.Failures = []byte(fails)
 		out = append(out, r)
 		return nil
@@ -240,21 +249,50 @@ func queryRuns(ctx context.Context, q querier, where string, args ...any) ([]sto
 	return out, nil
 }
 
-// InterruptRuns implements store.Syncs. As the contract says, it marks
-// every RUNNING run, including runs that another live process sharing the
-// database is still running: nothing here tells a crashed process's runs
-// from a live one's.
-func (s *Store) InterruptRuns(ctx context.Context, reason string, endedMs int64) (int, error) {
-	if err := s.enter("interrupt runs"); err != nil {
-		return 0, err
+// RenewRuns implements store.Syncs.
+func (s *Store) RenewRuns(ctx context.Context, owner string, untilMs int64) ([]string, error) {
+	if owner == "" {
+		return nil, nil
+	}
+	if err := s.enter("renew runs"); err != nil {
+		return nil, err
 	}
 	defer s.ops.Done()
-	tag, err := s.pool.Exec(ctx, `UPDATE sync_runs SET status = 'FAILED', reason = $1, ended_ms = $2 WHERE status = 'RUNNING'`,
-		reason, endedMs)
+	rows, err := s.pool.Query(ctx, `UPDATE sync_runs SET lease_until_ms = $2
+		WHERE owner = $1 AND status = 'RUNNING' RETURNING id`, owner, untilMs)
 	if err != nil {
-		return 0, fmt.Errorf("pgstore: interrupt runs: %w", err)
+		return nil, fmt.Errorf("pgstore: renew runs: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: renew runs: %w", err)
+	}
+	return ids, nil
+}
+
+// InterruptRuns implements store.Syncs. Processes reaping at once cannot
+// both get a run: FOR UPDATE SKIP LOCKED passes over a row another reaper
+// (or a renewal) holds, and a row locked after its holder committed is
+// re-checked against the committed version (FAILED, or renewed, by then).
+// So a run is either renewed in time or interrupted, never both, and no
+// reaper waits on another or deadlocks with it.
+func (s *Store) InterruptRuns(ctx context.Context, reason string, nowMs int64) ([]store.Run, error) {
+	if err := s.enter("interrupt runs"); err != nil {
+		return nil, err
+	}
+	defer s.ops.Done()
+	rows, err := s.pool.Query(ctx, `UPDATE sync_runs SET status = 'FAILED', reason = $1, ended_ms = $2
+		WHERE status = 'RUNNING' AND id IN (SELECT id FROM sync_runs
+			WHERE status = 'RUNNING' AND lease_until_ms < $2 FOR UPDATE SKIP LOCKED)
+		RETURNING `+runColumns, reason, nowMs)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: interrupt runs: %w", err)
+	}
+	runs, err := scanRuns(rows)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: interrupt runs: %w", err)
+	}
+	return runs, nil
 }
 
 // PutImportDoc implements store.Syncs.

@@ -150,7 +150,7 @@ func TestOneRunningRunIndex(t *testing.T) {
 		t.Fatalf("start: %v %v", ok, err)
 	}
 	_, err := a.pool.Exec(ctx, `INSERT INTO sync_runs (`+runColumns+`)
-		VALUES ('r2', 1, 'imp', 'api', '', 'RUNNING', '', 2, 0, 0, 0, 0, 0, 0, '[]')`)
+		VALUES ('r2', 1, 'imp', 'api', '', 'RUNNING', '', 2, 0, 0, 0, 0, 0, 0, '[]', '', 0)`)
 	var pe *pgconn.PgError
 	if !errors.As(err, &pe) || pe.Code != "23505" {
 		t.Fatalf("second RUNNING run inserted directly: %v, want a unique violation", err)

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tributary-dev/tributary/ingest/identity"
 	"github.com/tributary-dev/tributary/ingest/profile"
@@ -27,7 +26,7 @@ type writeTx struct {
 	prof          profileSet
 
 	stage   []stageRow
-	staged  []int // per batch: rows staged
+	dup     []bool // per staged row: its key was stored already; nil: none was (insert.go)
 	merges  []mergeRow
 	dropped map[int]bool // events of the current batch whose change was rejected
 
@@ -96,7 +95,6 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 		identProjects: slices.Compact(ident),
 		ident:         identWork{touched: map[int64]map[string]struct{}{}, stale: map[int64]map[string]struct{}{}},
 		prof:          profileSet{m: map[profileKey]*profile.Profile{}, isDir: map[profileKey]bool{}},
-		staged:        make([]int, len(batches)),
 		dropped:       map[int]bool{},
 		checkpoints:   checkpoints,
 	}
@@ -171,7 +169,13 @@ func (w *writeTx) run(ctx context.Context, batches []store.Batch, res *store.Wri
 	if err := w.flushProfiles(ctx); err != nil {
 		return err
 	}
+	if err := w.writeUsage(ctx, batches); err != nil {
+		return err
+	}
 	if err := w.writeCheckpoints(ctx); err != nil {
+		return err
+	}
+	if err := fenceRuns(ctx, w.tx, batchRuns(batches)); err != nil {
 		return err
 	}
 	// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
@@ -230,7 +234,6 @@ func (w *writeTx) plan(ctx context.Context, bi int, b *store.Batch, br *store.Wr
 			seen[id] = struct{}{}
 		}
 		w.stage = append(w.stage, r)
-		w.staged[bi]++
 		br.Inserted++
 	}
 	for pi := range b.Profiles {
@@ -244,74 +247,6 @@ func (w *writeTx) plan(ctx context.Context, bi int, b *store.Batch, br *store.Wr
 			continue
 		}
 		br.Profiles++
-	}
-	return nil
-}
-
-// insertEvents copies the staged events into the connection's staging
-// table (drawing their arrival seq in request order), then moves them into
-// events in key order, skipping keys already stored. Key order matters: two
-// writes inserting overlapping keys in different orders would each wait for
-// the other's uncommitted key, a deadlock; in one order the later simply
-// waits, then sees the key committed and counts a duplicate.
-func (w *writeTx) insertEvents(ctx context.Context, res *store.WriteResult) error {
-	if len(w.stage) == 0 {
-		return nil
-	}
-	i := 0
-	vals := make([]any, 9)
-	_, err := w.tx.CopyFrom(ctx, pgx.Identifier{"pgstore_stage"},
-		[]string{"batch", "project", "time_ms", "name", "distinct_id", "insert_id", "dedup_key", "props", "ingest_ms"},
-		pgx.CopyFromFunc(func() ([]any, error) {
-			if i == len(w.stage) {
-				return nil, nil
-			}
-			r := &w.stage[i]
-			i++
-			vals[0], vals[1], vals[2], vals[3], vals[4] = r.batch, r.project, r.e.TimeMs, r.e.Name, r.e.DistinctID
-			vals[5], vals[6] = nil, nil
-			if r.e.Dedupable() {
-				vals[5], vals[6] = r.e.InsertID, pgtype.UUID{Bytes: r.key, Valid: true}
-			}
-			vals[7], vals[8] = r.e.Props, r.e.IngestMs
-			if r.e.Props == nil {
-				vals[7] = "" // pgx sends a nil slice as NULL
-			}
-			return vals, nil
-		}))
-	if err != nil {
-		return fmt.Errorf("stage events: %w", err)
-	}
-	const insert = `WITH ins AS (
-			INSERT INTO events (seq, project, time_ms, name, distinct_id, insert_id, dedup_key, props, ingest_ms)
-			SELECT seq, project, time_ms, name, distinct_id, insert_id, dedup_key, props, ingest_ms
-			FROM pgstore_stage ORDER BY project, dedup_key
-			ON CONFLICT (project, dedup_key) WHERE dedup_key IS NOT NULL DO NOTHING
-			RETURNING seq)`
-	// Only a write of several batches needs to know which batch each
-	// inserted row came from (the join costs ~15% of the statement).
-	sql := insert + ` SELECT 0, count(*) FROM ins`
-	if len(w.staged) > 1 {
-		sql = insert + ` SELECT s.batch, count(*) FROM ins JOIN pgstore_stage s USING (seq) GROUP BY s.batch`
-	}
-	rows, err := w.tx.Query(ctx, sql)
-	if err != nil {
-		return fmt.Errorf("insert events: %w", err)
-	}
-	inserted := make([]int, len(w.staged))
-	var bi int32
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&bi, &n}, func() error {
-		inserted[bi] = int(n)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("insert events: %w", err)
-	}
-	for i, st := range w.staged {
-		dups := st - inserted[i]
-		res.Batches[i].Inserted -= dups
-		res.Batches[i].Duplicates += dups
 	}
 	return nil
 }

@@ -193,9 +193,9 @@ func testRunsHistory(t *testing.T, h Harness) {
 		}
 	}
 	hd.reopen(t)
-	n, err := hd.s.InterruptRuns(context.Background(), "interrupted", 9000)
-	if err != nil || n != 1 {
-		t.Fatalf("interrupt: %d %v, want 1", n, err)
+	got, err := hd.s.InterruptRuns(context.Background(), "interrupted", 9000)
+	if err != nil || len(got) != 1 || got[0].ID != "r3" || got[0].Status != store.RunFailed {
+		t.Fatalf("interrupt: %+v %v, want r3 FAILED", got, err)
 	}
 	runs, err := hd.s.Runs(context.Background(), store.RunFilter{Project: 1, Import: "imp"})
 	if err != nil {

@@ -1,0 +1,90 @@
+// Package benchkit is what the benchmark drivers (loadgen, syncbench)
+// share: `tributary serve` child processes and throwaway Postgres store
+// databases.
+package benchkit
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// Server is a `tributary serve` child on a temporary directory.
+type Server struct {
+	Cmd  *exec.Cmd
+	Dir  string // removed by Stop
+	URL  string // http://host:port once ready
+	name string // the driver's name, for its messages
+	done chan error
+}
+
+// StartServer writes config to dir/tributary.yaml, starts bin serve on a
+// free loopback port with its data under dir/data, and waits until it
+// listens. env and args extend the child's environment and arguments;
+// name prefixes the driver's messages. On failure dir is removed.
+func StartServer(name, bin, dir, config string, env, args []string) (*Server, error) {
+	cfgPath := filepath.Join(dir, "tributary.yaml")
+	if err := os.WriteFile(cfgPath, []byte(config), 0o600); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	argv := append([]string{"serve", "--config", cfgPath, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}, args...)
+	cmd := exec.Command(bin, argv...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Stderr = os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	s := &Server{Cmd: cmd, Dir: dir, name: name, done: make(chan error, 1)}
+	ready := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if addr, ok := strings.CutPrefix(sc.Text(), "listening on "); ok {
+				ready <- addr
+			}
+		}
+		s.done <- cmd.Wait() // after stdout is drained, as exec requires
+	}()
+	select {
+	case addr := <-ready:
+		s.URL = "http://" + addr
+		return s, nil
+	case err := <-s.done:
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("server exited before it was ready: %v", err)
+	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("server not ready after 2 minutes")
+	}
+}
+
+// Stop shuts the server down gracefully (SIGTERM, a minute's grace) and
+// removes its directory.
+func (s *Server) Stop() {
+	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-s.done:
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "%s: server exited with %v after SIGTERM\n", s.name, err)
+		}
+	case <-time.After(time.Minute):
+		_ = s.Cmd.Process.Kill()
+		<-s.done
+		fmt.Fprintf(os.Stderr, "%s: server ignored SIGTERM for a minute; killed\n", s.name)
+	}
+	os.RemoveAll(s.Dir)
+}
