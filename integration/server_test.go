@@ -105,6 +105,9 @@ type serverConfig struct {
 	OAuthTTL    string          `yaml:"oauth_token_ttl,omitempty"`
 	MemoryLimit string          `yaml:"memory_limit,omitempty"`
 	ImportsDir  string          `yaml:"imports_dir,omitempty"`
+	Store       string          `yaml:"store,omitempty"`      // a postgres:// URL; "" embedded
+	SyncLease   string          `yaml:"sync_lease,omitempty"` // e.g. 2s
+	MetricsTok  string          `yaml:"metrics_token,omitempty"`
 	Projects    []projectConfig `yaml:"projects"`
 }
 
@@ -159,7 +162,7 @@ func startServer(t testing.TB, cfg serverConfig) *server {
 			t.Errorf("server did not shut down cleanly on SIGTERM: %v", err)
 		}
 		if t.Failed() {
-			t.Logf("server stderr (last %d bytes):\n%s", s.logs.max, s.logs.String())
+			s.logFailure(t)
 		}
 	})
 	return s
@@ -294,6 +297,30 @@ func (w *readyWatcher) Write(p []byte) (int, error) {
 			return len(p), nil
 		}
 	}
+}
+
+// logFailure logs the server's warnings and errors and the last lines of
+// its stderr: short, so that CI's tail of the output still shows the
+// test's own failure message above it. The whole tail goes to a file.
+func (s *server) logFailure(t testing.TB) {
+	all := s.logs.String()
+	lines := strings.Split(strings.TrimRight(all, "\n"), "\n")
+	var notable []string
+	for _, l := range lines {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") || strings.HasPrefix(l, "panic") {
+			notable = append(notable, l)
+		}
+	}
+	f, err := os.CreateTemp("", "tributary-it-*.log")
+	where := "not saved: " + fmt.Sprint(err)
+	if err == nil {
+		_, _ = f.WriteString(all)
+		_ = f.Close()
+		where = f.Name()
+	}
+	t.Logf("server pid %d: %d warnings/errors (last 30):\n%s\nlast 10 lines of stderr (all of its last %d bytes: %s):\n%s",
+		s.PID, len(notable), strings.Join(notable[max(0, len(notable)-30):], "\n"), s.logs.max, where,
+		strings.Join(lines[max(0, len(lines)-10):], "\n"))
 }
 
 // tailBuffer keeps the last max bytes written (the server's stderr across
