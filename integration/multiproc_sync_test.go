@@ -19,7 +19,7 @@ import (
 const (
 	mpImports  = 30
 	mpEvery    = 5 * time.Second // the imports' schedule, "@every 5s"
-	mpLease    = "5s" // renewed every 5/3 s: a process starved for a second or two under CI load keeps its runs
+	mpLease    = "5s"            // renewed every 5/3 s: a process starved for a second or two under CI load keeps its runs
 	mpBaseRows = 1000
 )
 
