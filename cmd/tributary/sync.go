@@ -44,6 +44,7 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	full := fs.Bool("full", false, "ignore the watermark and re-read the whole table (dedup absorbs rows read before)")
 	dataDir := fs.String("data-dir", "", "data directory (overrides the config's data_dir)")
 	quiet := fs.Bool("quiet", false, "no progress line")
+	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (loopback only; for profiling)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -57,6 +58,11 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if *pprofAddr != "" {
+		if err := startPprof(*pprofAddr, log); err != nil {
+			return err
+		}
+	}
 	cfg, st, err := openDataDir(ctx, *cfgPath, *dataDir, log)
 	if err != nil {
 		return err

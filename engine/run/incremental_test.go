@@ -159,8 +159,10 @@ func TestIncrementalTies(t *testing.T) {
 // watermark; nothing is lost or stored twice.
 func TestIncrementalResumesAfterStop(t *testing.T) {
 	f := newIncFixture(t, true, "")
-	f.add(4000, "2026-01-01 10:00:00")
-	f.add(4000, "2026-01-01 10:00:01")
+	// Enough batches that the stop lands part-way: batches already in the
+	// pipeline when it comes are still written.
+	f.add(20000, "2026-01-01 10:00:00")
+	f.add(20000, "2026-01-01 10:00:01")
 	ctx, cancel := context.WithCancel(context.Background())
 	batches := 0
 	_, err := f.r.Run(ctx, f.im, importspec.Project{ID: 1, Simplified: true}, Options{RunID: "cut", Progress: func(Stats) {
@@ -172,12 +174,12 @@ func TestIncrementalResumesAfterStop(t *testing.T) {
 		t.Fatalf("stopped run: %v, want context.Canceled", err)
 	}
 	partial, _ := f.stored()
-	if partial == 0 || partial >= 8000 {
+	if partial == 0 || partial >= 40000 {
 		t.Fatalf("after the stop %d events are stored; want some, not all", partial)
 	}
 	rest := f.sync("resume", Options{})
-	if int(rest.RowsRead)+partial != 8000 {
-		t.Fatalf("resumed run read %d rows after %d were committed; want the remaining %d", rest.RowsRead, partial, 8000-partial)
+	if int(rest.RowsRead)+partial != 40000 {
+		t.Fatalf("resumed run read %d rows after %d were committed; want the remaining %d", rest.RowsRead, partial, 40000-partial)
 	}
 	f.wantExactlyOnce()
 }

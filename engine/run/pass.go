@@ -11,7 +11,6 @@ import (
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/mapping"
 	"github.com/tributary-dev/tributary/ingest/lookup"
-	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -72,68 +71,8 @@ func (p *pass) run(ctx context.Context) error {
 		}
 		table = lookup.NewBuilder(cols, lookup.Options{})
 	}
-	var (
-		m     *mapping.Mapper
-		out   mapping.Records
-		v     mapping.Validator
-		pv    mapping.ProfileValidator
-		batch store.Batch
-	)
-	st := p.st
-	err = src.Read(ctx, req, func(rec arrow.RecordBatch) error {
-		if m == nil {
-			var err error
-			if m, err = mapping.New(mapping.Options{Import: im, Project: p.project, RunID: p.opt.RunID, Schema: schema}, rec.Schema()); err != nil {
-				return connectors.Permanent(err)
-			}
-		}
-		if rec.NumRows() == 0 {
-			return nil
-		}
-		out.Reset()
-		m.Map(rec, &out)
-		batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: p.opt.RunID,
-			Events: batch.Events[:0], Profiles: batch.Profiles[:0]}
-		var fails []mapping.RowError
-		switch im.ImportType {
-		case importspec.People:
-			fails = pv.Profiles(profile.User, &out, st.RowsRead, &batch)
-		case importspec.Groups:
-			fails = pv.Profiles(profile.Group, &out, st.RowsRead, &batch)
-		case importspec.LookupTable:
-			var err error
-			if fails, err = pv.Lookup(&out, st.RowsRead, table); err != nil {
-				return connectors.Permanent(fmt.Errorf("lookup table %s: %w", im.LookupTableID, err))
-			}
-		default:
-			fails = v.Events(im.ProjectID, p.r.now(), &out, st.RowsRead, &batch)
-		}
-		if p.own != nil {
-			p.own.prepare(m, &out, fails, &batch)
-			// Committed before the batch, so the bookkeeping never lags
-			// behind the profiles; like the write, it is let finish.
-			if err := p.own.track(context.WithoutCancel(ctx)); err != nil {
-				return connectors.Permanent(err)
-			}
-		}
-		if err := p.advance(rec, &batch); err != nil {
-			return err
-		}
-		st.RowsRead += rec.NumRows()
-		st.Bytes += int64(len(out.Buf))
-		p.fail(fails...)
-		if len(batch.Events) > 0 || len(batch.Profiles) > 0 || batch.Checkpoint != nil {
-			if err := p.write(ctx, &batch); err != nil {
-				return err
-			}
-		}
-		if p.opt.Progress != nil {
-			st.Duration = p.r.now().Sub(st.Started)
-			p.opt.Progress(*st)
-		}
-		return nil
-	})
-	if err != nil {
+	b := &batcher{p: p, schema: schema, table: table, base: p.st.RowsRead}
+	if err := b.read(ctx, src, req); err != nil {
 		return err
 	}
 	if table != nil {
@@ -141,13 +80,13 @@ func (p *pass) run(ctx context.Context) error {
 		if err := p.r.Store.ReplaceLookup(ctx, im.ProjectID, im.LookupTableID, table.Table()); err != nil {
 			return connectors.Permanent(fmt.Errorf("replace lookup table: %w", err))
 		}
-		st.Imported = int64(table.Table().Len())
+		p.st.Imported = int64(table.Table().Len())
 	}
 	return nil
 }
 
-// write commits one batch durably before the next is read: a crash loses
-// at most the batch in flight, whose watermark was not committed either.
+// write commits one batch durably, in read order: a crash loses only
+// batches in flight, whose watermarks were not committed either.
 // The write ignores cancellation so a shutdown lets the batch in flight
 // (and its checkpoint) commit instead of abandoning it half-way.
 func (p *pass) write(ctx context.Context, batch *store.Batch) error {
