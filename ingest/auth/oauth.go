@@ -52,7 +52,7 @@ func (t *TokenIssuer) issue(ctx context.Context, account string) (string, time.D
 	if _, err := rand.Read(b[:]); err != nil {
 		panic("crypto/rand failed: " + err.Error()) // cannot happen on Linux
 	}
-	tok := "trb_" + hex.EncodeToString(b[:])
+	tok := tokenPrefix + hex.EncodeToString(b[:])
 	now := t.now()
 	h := hash(tok)
 	v := issued{account: account, expires: now.Add(t.ttl)}
@@ -87,7 +87,9 @@ func (t *TokenIssuer) remember(h secretKey, v issued, now time.Time) {
 // cached, so guessing cannot fill memory. err is set only when the store
 // could not answer.
 func (t *TokenIssuer) resolve(ctx context.Context, tok string) (string, bool, error) {
-	if tok == "" {
+	if !issuedShape(tok) {
+		// Not a token this server could have issued: no store round trip,
+		// so garbage bearers cost a 401 and nothing more.
 		return "", false, nil
 	}
 	h := hash(tok)
@@ -111,6 +113,22 @@ func (t *TokenIssuer) resolve(ctx context.Context, tok string) (string, bool, er
 		return "", false, nil
 	}
 	return v.account, true, nil
+}
+
+// tokenPrefix starts every token issue hands out: 64 hex digits follow.
+const tokenPrefix = "trb_"
+
+// issuedShape reports whether tok looks like a token issue made.
+func issuedShape(tok string) bool {
+	if len(tok) != len(tokenPrefix)+64 || !strings.HasPrefix(tok, tokenPrefix) {
+		return false
+	}
+	for i := len(tokenPrefix); i < len(tok); i++ {
+		if c := tok[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ServeToken implements POST /oauth/token (RFC 6749 §4.4): client id and

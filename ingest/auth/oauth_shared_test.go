@@ -88,13 +88,19 @@ func TestOAuthSharedAcrossAuthenticators(t *testing.T) {
 	if _, err := req(b, tok); err != nil || ts.gets != gets {
 		t.Fatalf("a known token must be served from B's cache: %v, %d store reads", err, ts.gets-gets)
 	}
-	if _, err := req(b, "trb_guess"); !errors.Is(err, ErrUnauthorized) {
-		t.Fatalf("unknown token: %v", err)
+	guess := "trb_" + strings.Repeat("0a", 32) // the shape of a token, never issued
+	if _, err := req(b, guess); !errors.Is(err, ErrUnauthorized) || ts.gets != gets+1 {
+		t.Fatalf("unknown token: %v, %d store reads", err, ts.gets-gets)
+	}
+	for _, junk := range []string{"trb_guess", "Zm9vYmFy", guess + "0", strings.ToUpper(guess)} {
+		if _, err := req(b, junk); !errors.Is(err, ErrUnauthorized) || ts.gets != gets+1 {
+			t.Fatalf("malformed token %q: %v; it must cost no store read (%d)", junk, err, ts.gets-gets)
+		}
 	}
 
 	// A store that cannot answer is not a bad credential.
 	ts.fail = true
-	if _, err := req(b, "trb_other"); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnauthorized) {
+	if _, err := req(b, "trb_"+strings.Repeat("1b", 32)); !errors.Is(err, ErrUnavailable) || errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("store down: %v, want ErrUnavailable", err)
 	}
 	w = httptest.NewRecorder()
