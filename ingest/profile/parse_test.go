@@ -103,6 +103,7 @@ func TestParseFailures(t *testing.T) {
 		{"missing distinct_id", `{"$token":"tok","$set":{}}`, false, "$distinct_id", ErrInvalid},
 		{"blank distinct_id", `{"$token":"tok","$distinct_id":" ","$set":{}}`, false, "$distinct_id", ErrInvalid},
 		{"placeholder distinct_id", `{"$token":"tok","$distinct_id":"Undefined","$set":{}}`, false, "$distinct_id", ErrInvalid},
+		{"NUL in distinct_id", `{"$token":"tok","$distinct_id":"u\u0000","$set":{}}`, false, "$distinct_id", ErrInvalid},
 		{"object distinct_id", `{"$token":"tok","$distinct_id":{},"$set":{}}`, false, "$distinct_id", ErrInvalid},
 		{"no operation", `{"$token":"tok","$distinct_id":"u1"}`, false, "", ErrInvalid},
 		{"two operations", user(`"$set":{"a":1},"$add":{"n":1}`), false, "$add", ErrInvalid},

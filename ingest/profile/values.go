@@ -54,7 +54,16 @@ func requiredString(field string, v *fastjson.Value) (string, error) {
 	if v == nil || v.Type() != fastjson.TypeString || len(v.GetStringBytes()) == 0 {
 		return "", invalid(field, "must be a non-empty string")
 	}
-	return string(v.GetStringBytes()), nil
+	return noNUL(field, string(v.GetStringBytes()))
+}
+
+// noNUL refuses U+0000 in an identifier: PostgreSQL text cannot hold it,
+// so one such id would fail a whole write on that store.
+func noNUL(field, s string) (string, error) {
+	if strings.IndexByte(s, 0) >= 0 {
+		return "", invalid(field, "must not contain the NUL character (U+0000)")
+	}
+	return s, nil
 }
 
 // idText accepts a string or a number (SDKs in dynamic languages pass numeric
@@ -66,7 +75,7 @@ func idText(field string, v *fastjson.Value) (string, error) {
 	if v == nil || v.Type() != fastjson.TypeString || strings.TrimSpace(b2s(v.GetStringBytes())) == "" {
 		return "", invalid(field, "must be a non-empty string")
 	}
-	return string(v.GetStringBytes()), nil
+	return noNUL(field, string(v.GetStringBytes()))
 }
 
 // boolish reads a flag the way the SDKs send it: JSON booleans

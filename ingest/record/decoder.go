@@ -263,6 +263,9 @@ func (d *Decoder) eventName(v *fastjson.Value) (string, bool) {
 	if !ok {
 		return "", false
 	}
+	if s, ok = d.ident("event", s); !ok {
+		return "", false
+	}
 	return d.intern(s), true
 }
 

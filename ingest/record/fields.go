@@ -153,6 +153,9 @@ func (d *Decoder) distinctID(f *fields) (string, bool) {
 		if s, ok = d.text(b2s(v.GetStringBytes())); !ok {
 			return "", false
 		}
+		if s, ok = d.ident("properties.distinct_id", s); !ok {
+			return "", false
+		}
 	case d.strict:
 		return "", d.fail("properties.distinct_id", msgDistinct)
 	case v != nil && v.Type() == fastjson.TypeNumber:
@@ -191,6 +194,23 @@ func (d *Decoder) insertIDValue(v *fastjson.Value) (string, bool) {
 // text checks a string's UTF-8 (only when the scanner found a bad byte in the
 // record) and truncates it. Strict mode fails the field being walked;
 // lenient mode replaces bad bytes with U+FFFD.
+// msgNUL refuses U+0000 in an identifier: PostgreSQL text cannot hold it,
+// so one such id would fail a whole group-commit write on that store, and
+// no real id contains it. Property values may (they are stored as JSON).
+const msgNUL = " is invalid: must not contain the NUL character (U+0000)"
+
+// ident checks a decoded identifier (event name, distinct_id, a merge's
+// ids) for NUL: strict mode fails the record, lenient mode replaces it.
+func (d *Decoder) ident(field, s string) (string, bool) {
+	if strings.IndexByte(s, 0) < 0 {
+		return s, true
+	}
+	if d.strict {
+		return "", d.fail(field, "'"+field+"'"+msgNUL)
+	}
+	return strings.ReplaceAll(s, "\x00", "\uFFFD"), true
+}
+
 func (d *Decoder) text(s string) (string, bool) {
 	if d.checkUTF8 && !utf8.ValidString(s) {
 		if d.strict {

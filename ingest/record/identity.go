@@ -1,6 +1,7 @@
 package record
 
 import (
+	"strings"
 	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
@@ -39,7 +40,9 @@ func (d *Decoder) idString(v *fastjson.Value) string {
 		return ""
 	case v.Type() == fastjson.TypeString:
 		s := b2s(v.GetStringBytes())
-		if isPlaceholder(s) || !utf8.ValidString(s) {
+		// Not usable as an id (then the event's distinct_id counts):
+		// placeholders, bad UTF-8, and NUL, which PostgreSQL text refuses.
+		if isPlaceholder(s) || !utf8.ValidString(s) || strings.IndexByte(s, 0) >= 0 {
 			return ""
 		}
 		return d.keep(s)

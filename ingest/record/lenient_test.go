@@ -26,6 +26,7 @@ func TestLenientCoercions(t *testing.T) {
 		{"float distinct_id keeps its text", `{"event":"e","properties":{"time":1748736000,"distinct_id":1.50}}`, nowS * 1000, "1.50", "", `{}`},
 		{"bool distinct_id", `{"event":"e","properties":{"time":1748736000,"distinct_id":true}}`, nowS * 1000, "", "", `{}`},
 		{"placeholder distinct_id", `{"event":"e","properties":{"time":1748736000,"distinct_id":"null"}}`, nowS * 1000, "", "", `{}`},
+		{"NUL in distinct_id replaced", `{"event":"e","properties":{"time":1748736000,"distinct_id":"u\u0000"}}`, nowS * 1000, "u\uFFFD", "", `{}`},
 		{"invalid insert_id dropped", `{"event":"e","properties":{"time":1748736000,"distinct_id":"u","$insert_id":"a_b"}}`, nowS * 1000, "u", "", `{}`},
 		{"number insert_id dropped", `{"event":"e","properties":{"time":1748736000,"distinct_id":"u","$insert_id":5}}`, nowS * 1000, "u", "", `{}`},
 		{"valid insert_id kept", `{"event":"e","properties":{"time":1748736000,"distinct_id":"u","$insert_id":"ok-1"}}`, nowS * 1000, "u", "ok-1", `{}`},

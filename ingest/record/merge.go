@@ -33,6 +33,9 @@ func (d *Decoder) merge(opt *Options, f *fields, nowMs int64, out *store.Batch) 
 		if !ok {
 			return false
 		}
+		if s, ok = d.ident("properties.$distinct_ids", s); !ok {
+			return false
+		}
 		ids[i] = d.keep(s)
 	}
 	// Constant time: the token check must not leak how much of it matched.

@@ -45,6 +45,9 @@ func TestStrictFailures(t *testing.T) {
 		{"distinct_id null", `{"event":"e","properties":{"time":1748736000,"distinct_id":null}}`, "properties.distinct_id", msgDistinct},
 		{"distinct_id placeholder", `{"event":"e","properties":{"time":1748736000,"distinct_id":" Undefined "}}`,
 			"properties.distinct_id", `'properties.distinct_id' is invalid: "Undefined" is a placeholder, not a user id`},
+		{"distinct_id with NUL", `{"event":"e","properties":{"time":1748736000,"distinct_id":"u\u0000v"}}`,
+			"properties.distinct_id", `'properties.distinct_id'` + msgNUL},
+		{"event with NUL", `{"event":"e\u0000","properties":{"time":1748736000,"distinct_id":"u"}}`, "event", `'event'` + msgNUL},
 
 		{"insert_id too long", ev(`"$insert_id":"` + strings.Repeat("a", 37) + `"`), "properties.$insert_id", msgIIDWant},
 		{"insert_id empty", ev(`"$insert_id":""`), "properties.$insert_id", msgIIDWant},
