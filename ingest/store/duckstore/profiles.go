@@ -73,9 +73,14 @@ func (s *Store) loadProfile(ctx context.Context, k profileKey) (*profile.Profile
 	pend, ok := s.pending.m[k]
 	s.pending.mu.Unlock()
 	var props []byte
+	fetchedProps, fetched := sc.fetched[k]
 	switch {
 	case ok && !pend.state.deleted:
 		props = pend.state.props
+	case !ok && fetched:
+		// Read ahead by prefetchProfiles, when k was not pending; only
+		// this writer makes states pending, so it still is not.
+		props = fetchedProps
 	case !ok:
 		var v sql.NullString
 		err := s.db.QueryRowContext(ctx, `SELECT props FROM profiles WHERE project = ? AND kind = ? AND group_key = ? AND id = ?`,
@@ -93,6 +98,91 @@ func (s *Store) loadProfile(ctx context.Context, k profileKey) (*profile.Profile
 		}
 	}
 	return p, nil
+}
+
+// profileKeyOf is the profile u updates; ok is false for an unknown kind.
+func (s *Store) profileKeyOf(project int64, u *store.ProfileUpdate) (k profileKey, ok bool) {
+	k = profileKey{project: project, kind: u.Kind}
+	switch u.Kind {
+	case profile.User:
+		k.id = u.DistinctID
+		if !u.IgnoreAlias {
+			k.id = s.graphs.get(project).resolve(u.DistinctID)
+		}
+	case profile.Group:
+		k.groupKey, k.id = u.GroupKey, u.GroupID
+	default:
+		return k, false
+	}
+	return k, true
+}
+
+// prefetchBatch bounds the ids of one read-ahead query.
+const prefetchBatch = 512
+
+// prefetchProfiles reads the table states of ups' profiles that neither
+// this write nor a pending state holds, with one query per prefetchBatch
+// ids instead of one per profile (a point query costs ~0.5 ms: a 5,000-
+// profile migration spent seconds there). Profile merges within the
+// batch's events have already moved ids, so the keys are final.
+func (s *Store) prefetchProfiles(ctx context.Context, project int64, ups []store.ProfileUpdate) error {
+	if len(ups) < 2 {
+		return nil
+	}
+	sc := &s.scratch
+	var ids []any
+	s.pending.mu.Lock()
+	for i := range ups {
+		k, ok := s.profileKeyOf(project, &ups[i])
+		if !ok {
+			continue
+		}
+		_, dirty := sc.dirty[k]
+		_, pending := s.pending.m[k]
+		_, fetched := sc.fetched[k]
+		if dirty || pending || fetched {
+			continue
+		}
+		sc.fetched[k] = nil // no row unless the query finds one
+		ids = append(ids, k.id)
+	}
+	s.pending.mu.Unlock()
+	for len(ids) > 0 {
+		n := min(len(ids), prefetchBatch)
+		if err := s.fetchProfiles(ctx, project, ids[:n]); err != nil {
+			return err
+		}
+		ids = ids[n:]
+	}
+	return nil
+}
+
+func (s *Store) fetchProfiles(ctx context.Context, project int64, ids []any) error {
+	args := append([]any{project}, ids...)
+	rows, err := s.db.QueryContext(ctx, `SELECT kind, group_key, id, props FROM profiles WHERE project = ? AND id IN (?`+
+		strings.Repeat(", ?", len(ids)-1)+`)`, args...)
+	if err != nil {
+		return fmt.Errorf("read profiles: %w", err)
+	}
+	defer rows.Close()
+	sc := &s.scratch
+	for rows.Next() {
+		var kind uint8
+		var k profileKey
+		var props sql.NullString
+		if err := rows.Scan(&kind, &k.groupKey, &k.id, &props); err != nil {
+			return fmt.Errorf("read profiles: %w", err)
+		}
+		k.project, k.kind = project, profile.Kind(kind)
+		// Rows of another kind or group key sharing an id are not asked for.
+		if _, asked := sc.fetched[k]; asked && props.Valid {
+			sc.fetched[k] = []byte(props.String)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read profiles: %w", err)
+	}
+	return nil
 }
 
 // keep records p as k's state in this write.
@@ -114,16 +204,8 @@ func (s *Store) keep(k profileKey, p *profile.Profile, nowMs int64) {
 // unsupported operator for the kind, the property limit) rejects the
 // update; a storage error fails the whole write.
 func (s *Store) applyProfile(ctx context.Context, project int64, u *store.ProfileUpdate, nowMs int64) (rejected, err error) {
-	k := profileKey{project: project, kind: u.Kind}
-	switch u.Kind {
-	case profile.User:
-		k.id = u.DistinctID
-		if !u.IgnoreAlias {
-			k.id = s.graphs.get(project).resolve(u.DistinctID)
-		}
-	case profile.Group:
-		k.groupKey, k.id = u.GroupKey, u.GroupID
-	default:
+	k, ok := s.profileKeyOf(project, u)
+	if !ok {
 		return fmt.Errorf("unknown profile kind %v", u.Kind), nil
 	}
 	p, err := s.loadProfile(ctx, k)

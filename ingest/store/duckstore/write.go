@@ -22,13 +22,14 @@ type writeScratch struct {
 	merges []mergeRow
 	entry  []byte // the encoded log entry, behind room for the log header
 
-	changes      []changeRow        // identity changes to log
-	graphChanged bool               // a graph changed: see Write
-	dropped      map[int]bool       // events of the current batch whose change was rejected
-	moves        []profileMove      // profile merges the changes asked for
-	profiles     []profileRow       // profile states to log
-	dirty        map[profileKey]int // index in profiles
-	checkpoints  []checkpointRow    // sync checkpoints to log
+	changes      []changeRow           // identity changes to log
+	graphChanged bool                  // a graph changed: see Write
+	dropped      map[int]bool          // events of the current batch whose change was rejected
+	moves        []profileMove         // profile merges the changes asked for
+	profiles     []profileRow          // profile states to log
+	dirty        map[profileKey]int    // index in profiles
+	fetched      map[profileKey][]byte // table states read ahead (nil: no row); see prefetchProfiles
+	checkpoints  []checkpointRow       // sync checkpoints to log
 }
 
 func (sc *writeScratch) reset() {
@@ -38,9 +39,10 @@ func (sc *writeScratch) reset() {
 	clear(sc.profiles) // drop references to profiles
 	sc.profiles = sc.profiles[:0]
 	if sc.dirty == nil {
-		sc.dirty, sc.dropped = map[profileKey]int{}, map[int]bool{}
+		sc.dirty, sc.dropped, sc.fetched = map[profileKey]int{}, map[int]bool{}, map[profileKey][]byte{}
 	}
 	clear(sc.dirty)
+	clear(sc.fetched)
 }
 
 type row struct {
@@ -251,6 +253,9 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 			sc.rows = append(sc.rows, r)
 			s.usage.tally.Add(b.Project, source, e.IngestMs, 1)
 			br.Inserted++
+		}
+		if err := s.prefetchProfiles(ctx, b.Project, b.Profiles); err != nil {
+			return res, err
 		}
 		for pi := range b.Profiles {
 			u := &b.Profiles[pi]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -129,6 +130,44 @@ func testGroupProfiles(t *testing.T, h Harness) {
 	}
 	if got := profiles(t, hd.s, users(1)); len(got) != 0 {
 		t.Fatalf("group updates made user profiles %v", got)
+	}
+}
+
+// testProfilesManyInOneWrite: hundreds of stored profiles updated in one
+// write (a store may read them ahead in bulk), beside new ones and a
+// group that shares a user's id.
+func testProfilesManyInOneWrite(t *testing.T, h Harness) {
+	hd := open(t, h)
+	const stored, added = 600, 100
+	var first, second []store.ProfileUpdate
+	for i := range stored {
+		first = append(first, userUpdate(t, i, fmt.Sprintf(`{"$token":"t","$distinct_id":"u-%d","$set":{"n":1}}`, i)))
+	}
+	first = append(first, groupUpdate(t, stored, `{"$token":"t","$group_key":"company","$group_id":"u-7","$set":{"g":1}}`))
+	mustWrite(t, hd.s, store.Batch{Project: 1, Profiles: first})
+	if got := profiles(t, hd.s, users(1)); len(got) != stored { // also waits until they are in the tables
+		t.Fatalf("%d user profiles after the first write, want %d", len(got), stored)
+	}
+	for i := range stored + added {
+		second = append(second, userUpdate(t, i, fmt.Sprintf(`{"$token":"t","$distinct_id":"u-%d","$add":{"n":2}}`, i)))
+	}
+	second = append(second, groupUpdate(t, stored+added, `{"$token":"t","$group_key":"company","$group_id":"u-7","$set":{"h":2}}`))
+	if res := mustWrite(t, hd.s, store.Batch{Project: 1, Profiles: second}); res.Profiles != stored+added+1 {
+		t.Fatalf("second write: %+v", res)
+	}
+	got := profiles(t, hd.s, users(1))
+	for i := range stored + added {
+		want := 2.0
+		if i < stored {
+			want = 3
+		}
+		if p := got[fmt.Sprintf("u-%d", i)]; !reflect.DeepEqual(p, map[string]any{"n": want}) {
+			t.Fatalf("user u-%d: %v, want n=%v", i, p, want)
+		}
+	}
+	groups := profiles(t, hd.s, store.ProfileScan{Project: 1, Kind: profile.Group, GroupKey: "company"})
+	if !reflect.DeepEqual(groups, map[string]map[string]any{"u-7": {"g": 1.0, "h": 2.0}}) {
+		t.Fatalf("groups %v", groups)
 	}
 }
 

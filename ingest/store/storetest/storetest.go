@@ -63,6 +63,7 @@ func Run(t *testing.T, h Harness) {
 		{name: "Identity_ModeChangeRefused", fn: testModeChange},
 		{name: "Profiles_Operators", fn: testProfileOperators},
 		{name: "Profiles_Groups", fn: testGroupProfiles},
+		{name: "Profiles_ManyInOneWrite", fn: testProfilesManyInOneWrite},
 		{name: "Profiles_FollowIdentity", fn: testProfilesFollowIdentity},
 		{name: "Lookup_Replace", fn: testLookupReplace},
 		{name: "Sync_Checkpoints", fn: testCheckpoints},
