@@ -119,11 +119,7 @@ func (s *Service) DryRun(ctx context.Context, req Request, progress func(DryRunR
 	var c Counts
 	err = s.client(t.baseURL, t.creds).Walk(ctx, t.start, t.end, func(a, b time.Time, ar *Archive) error {
 		l.before = c.EventsExported
-		err := ar.Lines(func(loc Location, line []byte) error { return l.line(ctx, loc, line) })
-		if err == nil {
-			err = l.flush(ctx)
-		}
-		if err != nil {
+		if err := l.load(ctx, ar.Lines); err != nil {
 			return err
 		}
 		c.add(l.take())

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/tributary-dev/tributary/ingest/identity"
@@ -17,8 +19,14 @@ var errTooManyEvents = errors.New("too many events")
 
 // loader moves exported lines into a project: transform, validate exactly
 // as POST /import does (record.Decoder, strict), write through the store in
-// batches. Without a store it is a dry run that only counts. Memory is one
-// batch of records plus the profile spill's budget.
+// batches. Without a store it is a dry run that only counts.
+//
+// load runs it as a pipeline: this goroutine writes batches, in the order
+// their lines were read, while one reader fills chunks of lines and
+// GOMAXPROCS workers transform and validate them. The store write and
+// everything that follows it (counts, failures, the profile spill) stay on
+// one goroutine and in line order, so a run does exactly what a serial one
+// would. Memory is workers+2 batches plus the profile spill's budget.
 type loader struct {
 	project   int64
 	token     string
@@ -28,17 +36,12 @@ type loader struct {
 	// maxEvents refuses a migration at that many exported events; before
 	// is what earlier ranges exported.
 	maxEvents, before int64
+	// workers transform and validate in parallel; 0: GOMAXPROCS, at
+	// most maxWorkers.
+	workers int
 
-	tr    *transformer
-	dec   record.Decoder
-	buf   []byte // the batch's records, back to back
-	ends  []int
-	side  []byte // user ids and user properties, see amplitudeEvent
-	evs   []amplitudeEvent
-	locs  []Location
-	recs  [][]byte
-	batch store.Batch
-	state []recState // per record of the batch
+	pool []*chunk // idle chunks, kept between ranges
+	cur  *chunk   // line and flush: the batch being filled
 
 	prof  *profileSpill // nil in a dry run
 	pst   *profileState
@@ -49,6 +52,9 @@ type loader struct {
 	// progress, when set, sees the counts after every batch.
 	progress func(Counts)
 }
+
+// maxWorkers bounds the default number of workers.
+const maxWorkers = 4
 
 // recState is what became of one record of a batch.
 type recState uint8
@@ -62,7 +68,7 @@ const (
 func newLoader(projectID int64, token string, st store.Store, now func() time.Time, batchSize int) *loader {
 	return &loader{
 		project: projectID, token: token, store: st, now: now, batchSize: batchSize,
-		tr: newTransformer(), seed: maphash.MakeSeed(),
+		seed: maphash.MakeSeed(),
 	}
 }
 
@@ -73,86 +79,195 @@ func (l *loader) take() Counts {
 	return c
 }
 
-func (l *loader) failed(loc Location, iid, field, msg string) {
+func (l *loader) failed(f Failure) {
 	l.c.EventsFailed++
-	l.c.fail(Failure{Location: loc, InsertID: iid, Field: field, Message: msg})
+	l.c.fail(f)
 }
 
-// line takes one exported line (nil: a line over MaxLineBytes).
+// options are those of POST /import with a project secret, for a
+// Simplified ID Merge project: $user_id / $device_id make distinct_id.
+func (l *loader) options() record.Options {
+	return record.Options{Project: l.project, Token: l.token, Strict: true, Now: l.now(), Mode: identity.Simplified}
+}
+
+func (l *loader) getChunk() *chunk {
+	if n := len(l.pool); n > 0 {
+		c := l.pool[n-1]
+		l.pool = l.pool[:n-1]
+		return c
+	}
+	return newChunk()
+}
+
+func (l *loader) putChunk(c *chunk) {
+	c.reset()
+	l.pool = append(l.pool, c)
+}
+
+// load takes every line lines yields and writes them; on return the
+// batches are durable (or counted, in a dry run). A failing read still
+// writes the batches read before it, as a serial run would.
+func (l *loader) load(ctx context.Context, lines func(LineFunc) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	workers := l.workers
+	if workers <= 0 {
+		// Beyond a few workers the single store writer is the bottleneck,
+		// and each worker holds a batch in memory.
+		workers = min(runtime.GOMAXPROCS(0), maxWorkers)
+	}
+	n := workers + 2 // one filling, one writing, one per worker
+	free := make(chan *chunk, n)
+	for range n {
+		free <- l.getChunk()
+	}
+	// Each channel holds every chunk, so no send below ever blocks.
+	todo, done := make(chan *chunk, n), make(chan *chunk, n)
+	var readErr error
+	go func() {
+		defer close(todo)
+		readErr = l.read(ctx, lines, free, todo)
+	}()
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for c := range todo {
+				c.prepare()
+				done <- c
+			}
+		})
+	}
+	go func() {
+		wg.Wait()
+		close(done)
+	}()
+	var err error
+	waiting := make(map[int]*chunk, n)
+	next := 0
+	for c := range done {
+		waiting[c.seq] = c
+		for c := waiting[next]; c != nil; c = waiting[next] {
+			delete(waiting, next)
+			next++
+			if err == nil {
+				if err = l.commit(ctx, c); err != nil {
+					cancel() // stop reading; the workers drain what is queued
+				}
+			}
+			c.reset()
+			free <- c
+		}
+	}
+	// done is closed: the workers and the reader have finished, and every
+	// chunk is back in free.
+	for range n {
+		l.pool = append(l.pool, <-free)
+	}
+	if err != nil {
+		return err
+	}
+	return readErr
+}
+
+// read fills chunks of batchSize lines and queues them in order.
+func (l *loader) read(ctx context.Context, lines func(LineFunc) error, free chan *chunk, todo chan<- *chunk) error {
+	base := l.before + l.c.EventsExported
+	var exported int64
+	var c *chunk
+	seq := 0
+	send := func() error {
+		c.seq, c.opt = seq, l.options()
+		seq++
+		select {
+		case todo <- c:
+			c = nil
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	err := lines(func(loc Location, b []byte) error {
+		exported++
+		if l.maxEvents > 0 && base+exported >= l.maxEvents {
+			return errTooManyEvents
+		}
+		if c == nil {
+			select {
+			case c = <-free:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		c.add(loc, b)
+		c.exported++
+		if c.len() >= l.batchSize {
+			return send()
+		}
+		return nil
+	})
+	if err == nil && c != nil {
+		err = send()
+	}
+	if c != nil {
+		c.reset()
+		free <- c
+	}
+	return err
+}
+
+// line and flush are load one line at a time, on this goroutine: for
+// benchmarks of the transform and validation alone.
 func (l *loader) line(ctx context.Context, loc Location, b []byte) error {
 	l.c.EventsExported++
 	if l.maxEvents > 0 && l.before+l.c.EventsExported >= l.maxEvents {
 		return errTooManyEvents
 	}
-	if b == nil {
-		l.failed(loc, "", "", fmt.Sprintf("event too large: over %d bytes", MaxLineBytes))
-		return nil
+	if l.cur == nil {
+		l.cur = l.getChunk()
 	}
-	start, sideStart := len(l.buf), len(l.side)
-	var ev amplitudeEvent
-	var ferr *fieldError
-	l.buf, l.side, ferr = l.tr.appendRecord(l.buf, l.side, b, &ev)
-	if ferr != nil {
-		l.buf, l.side = l.buf[:start], l.side[:sideStart]
-		l.failed(loc, "", ferr.field, ferr.msg)
-		return nil
-	}
-	if n := len(l.buf) - start; n > record.DefaultLimits().MaxEventBytes {
-		l.buf, l.side = l.buf[:start], l.side[:sideStart]
-		l.failed(loc, "", "", fmt.Sprintf("%v: the record is %d bytes; /import allows %d", record.ErrEventTooLarge, n, record.DefaultLimits().MaxEventBytes))
-		return nil
-	}
-	l.ends = append(l.ends, len(l.buf))
-	l.evs = append(l.evs, ev)
-	l.locs = append(l.locs, loc)
-	if len(l.ends) >= l.batchSize {
+	l.cur.add(loc, b)
+	if l.cur.len() >= l.batchSize {
 		return l.flush(ctx)
 	}
 	return nil
 }
 
-// flush validates and writes the batch. On return the batch is durable
-// (or counted, in a dry run) and the buffers are empty.
 func (l *loader) flush(ctx context.Context) error {
-	if len(l.ends) == 0 {
+	c := l.cur
+	if c == nil {
 		return nil
 	}
-	l.recs = l.recs[:0]
-	start := 0
-	for _, end := range l.ends {
-		l.recs = append(l.recs, l.buf[start:end])
-		start = end
+	l.cur = nil
+	defer l.putChunk(c)
+	c.opt = l.options()
+	c.prepare()
+	return l.commit(ctx, c)
+}
+
+// commit writes a prepared chunk and accounts for it. On return the batch
+// is durable (or counted, in a dry run).
+func (l *loader) commit(ctx context.Context, c *chunk) error {
+	l.c.EventsExported += c.exported
+	for _, f := range c.fails {
+		l.failed(f)
 	}
-	l.batch = store.Batch{Source: store.SourceAmplitude, Events: l.batch.Events[:0], Changes: l.batch.Changes[:0]}
-	// The same options as POST /import with a project secret, for a
-	// Simplified ID Merge project: $user_id / $device_id make distinct_id.
-	fails := l.dec.Decode(record.Options{
-		Project: l.project, Token: l.token, Strict: true, Now: l.now(), Mode: identity.Simplified,
-	}, l.recs, &l.batch)
-	l.state = append(l.state[:0], make([]recState, len(l.recs))...)
-	for _, f := range fails {
-		l.state[f.Index] = recInvalid
-		l.failed(l.locs[f.Index], f.InsertID, f.Field, f.Message)
-	}
-	if l.store != nil && len(l.batch.Events) > 0 {
-		res, err := l.store.Write(ctx, []store.Batch{l.batch})
+	if l.store != nil && len(c.batch.Events) > 0 {
+		res, err := l.store.Write(ctx, []store.Batch{c.batch})
 		if err != nil {
 			return fmt.Errorf("write events: %w", err)
 		}
 		l.c.EventsImported += int64(res.Inserted + res.Duplicates)
 		l.c.EventsDuplicate += int64(res.Duplicates)
 		for _, rj := range res.Rejected {
-			l.state[rj.Ref] = recRejected
-			l.failed(l.locs[rj.Ref], "", "", rj.Err.Error())
+			c.state[rj.Ref] = recRejected
+			l.failed(Failure{Location: c.rlocs[rj.Ref], Message: rj.Err.Error()})
 		}
 	} else if l.store == nil {
-		l.c.EventsImported += int64(len(l.batch.Events))
+		l.c.EventsImported += int64(len(c.batch.Events))
 	}
-	if err := l.observeUsers(); err != nil {
+	if err := l.observeUsers(c); err != nil {
 		return err
 	}
-	l.buf, l.ends, l.side, l.evs, l.locs = l.buf[:0], l.ends[:0], l.side[:0], l.evs[:0], l.locs[:0]
-	l.dec.Reset()
 	if l.progress != nil {
 		l.progress(l.c)
 	}
@@ -163,18 +278,18 @@ func (l *loader) flush(ctx context.Context) error {
 // the dry run's user count). Only events the decoder attributed to their
 // user_id count: a placeholder user id ("undefined") falls back to the
 // device, and must not get a profile.
-func (l *loader) observeUsers() error {
+func (l *loader) observeUsers(c *chunk) error {
 	j := 0
-	for i := range l.recs {
-		if l.state[i] == recInvalid {
+	for i := range c.recs {
+		if c.state[i] == recInvalid {
 			continue
 		}
-		ev := &l.batch.Events[j]
+		ev := &c.batch.Events[j]
 		j++
-		if l.state[i] == recRejected {
+		if c.state[i] == recRejected {
 			continue
 		}
-		user := l.evs[i].user.of(l.side)
+		user := c.evs[i].user.of(c.side)
 		if len(user) == 0 || ev.DistinctID != b2s(user) {
 			continue
 		}
@@ -185,7 +300,7 @@ func (l *loader) observeUsers() error {
 			l.users[maphash.Bytes(l.seed, user)] = struct{}{}
 			continue
 		}
-		if err := l.prof.observe(l.pst, user, ev.TimeMs, ev.InsertID, l.evs[i].props.of(l.side)); err != nil {
+		if err := l.prof.observe(l.pst, user, ev.TimeMs, ev.InsertID, c.evs[i].props.of(c.side)); err != nil {
 			return err
 		}
 	}

@@ -101,10 +101,7 @@ func (s *Service) loadRange(ctx context.Context, jr *jobRun, l *loader, ar *Arch
 	jr.mu.Lock()
 	l.before = jr.job.EventsExported
 	jr.mu.Unlock()
-	err := ar.Lines(func(loc Location, line []byte) error { return l.line(ctx, loc, line) })
-	if err == nil {
-		err = l.flush(ctx)
-	}
+	err := l.load(ctx, ar.Lines)
 	var obsolete []string
 	if err == nil {
 		obsolete, err = l.prof.commit(l.pst)

@@ -66,8 +66,8 @@ func (s span) empty() bool        { return s.end == s.start }
 type transformer struct {
 	p     fastjson.Parser
 	top   [len(renamed) + len(passedThrough)]*fastjson.Value
-	slots map[string]int // top-level field name → index in top
-	seen  nameSet        // property names written to the current record
+	slots fieldTable // top-level field name → index in top
+	seen  nameSet    // property names written to the current record
 	seed  maphash.Seed
 	// Hashes of the fixed names, computed once.
 	reserved [len(reserved)]uint64
@@ -77,9 +77,9 @@ type transformer struct {
 }
 
 func newTransformer() *transformer {
-	t := &transformer{seed: maphash.MakeSeed(), slots: make(map[string]int, len(renamed)+len(passedThrough))}
+	t := &transformer{seed: maphash.MakeSeed()}
 	target := func(i int, from, to string) {
-		t.slots[from] = i
+		t.slots.add(from, i)
 		t.targets[i] = maphash.String(t.seed, to)
 		t.prefixes[i] = append(jsonw.String([]byte{','}, to), ':')
 	}
@@ -200,7 +200,7 @@ func (t *transformer) appendRecord(dst, side, line []byte, ev *amplitudeEvent) (
 		case "user_properties":
 			c.userProps = v
 		default:
-			if i, ok := t.slots[string(k)]; ok && t.top[i] == nil && v.Type() != fastjson.TypeNull {
+			if i := t.slots.lookup(k); i >= 0 && t.top[i] == nil && v.Type() != fastjson.TypeNull {
 				t.top[i] = v
 			}
 		}
