@@ -26,22 +26,7 @@ func startServer(bin, importsDir, storeURL, srcDSN, memoryLimit string) (*server
 	if err != nil {
 		return nil, err
 	}
-	cfg := fmt.Sprintf(`imports_dir: %s
-region: us
-log_level: warn
-projects:
-  - id: 1
-    name: Syncbench
-    token: syncbench-token-0001
-    api_secret: syncbench-api-secret-0001
-    region: us
-    id_management: simplified
-    service_accounts:
-      - {username: %s, secret: %s, role: owner}
-`, strconv.Quote(importsDir), srvUser, srvSecret)
-	if memoryLimit != "" {
-		cfg = "memory_limit: " + memoryLimit + "\n" + cfg
-	}
+	cfg := serverConfig(importsDir, srvUser, srvSecret, memoryLimit)
 	if storeURL != "" {
 		cfg = "store: " + strconv.Quote(storeURL) + "\n" + cfg
 	}

@@ -86,21 +86,7 @@ func writeServeImports(dir string, k int) error {
 		return err
 	}
 	for i := 1; i <= k; i++ {
-		imp := fmt.Sprintf(`id: %s
-project_id: 1
-import_type: event_stream
-sync_mode: time_based
-source: {kind: postgres, dsn: "${%s}"}
-table_params: {table: public.%s}
-event_column_name: event_type
-time_column_name: event_time
-user_column_name: user_id
-device_column_name: device_id
-insert_id_column_name: id
-insert_time_column_name: loaded_at
-json_properties_column_name: props
-schedule: api
-`, partImport(i), dsnEnv, partTable(i))
+		imp := importDoc(partImport(i), partTable(i))
 		if err := os.WriteFile(filepath.Join(dir, partImport(i)+".yaml"), []byte(imp), 0o600); err != nil {
 			return err
 		}

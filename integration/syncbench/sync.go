@@ -20,41 +20,9 @@ const dsnEnv = "SYNCBENCH_PG_DSN"
 // writeFiles writes the server config (one Simplified ID Merge project,
 // the shape of configs/tributary.yaml) and the import into dir.
 func writeFiles(dir, memoryLimit string) (cfgPath, importPath string, err error) {
-	cfg := fmt.Sprintf(`data_dir: %s
-imports_dir: %s
-region: us
-log_level: warn
-projects:
-  - id: 1
-    name: Syncbench
-    token: syncbench-token-0001
-    api_secret: syncbench-api-secret-0001
-    region: us
-    id_management: simplified
-    service_accounts:
-      - {username: syncbench, secret: syncbench-secret-0001, role: owner}
-`, filepath.Join(dir, "data"), filepath.Join(dir, "imports"))
-	if memoryLimit != "" {
-		cfg = "memory_limit: " + memoryLimit + "\n" + cfg
-	}
-	// time_based is the path a scheduled import takes: ORDER BY
-	// loaded_at, id with the watermark committed batch by batch; on a
-	// fresh data directory it reads the whole table.
-	const imp = `id: syncbench-events
-project_id: 1
-import_type: event_stream
-sync_mode: time_based
-source: {kind: postgres, dsn: "${` + dsnEnv + `}"}
-table_params: {table: public.events}
-event_column_name: event_type
-time_column_name: event_time
-user_column_name: user_id
-device_column_name: device_id
-insert_id_column_name: id
-insert_time_column_name: loaded_at
-json_properties_column_name: props
-schedule: api
-`
+	cfg := "data_dir: " + strconv.Quote(filepath.Join(dir, "data")) + "\n" +
+		serverConfig(filepath.Join(dir, "imports"), "syncbench", "syncbench-secret-0001", memoryLimit)
+	imp := importDoc("syncbench-events", "events")
 	cfgPath = filepath.Join(dir, "tributary.yaml")
 	importPath = filepath.Join(dir, "syncbench-events.yaml")
 	if err := os.MkdirAll(filepath.Join(dir, "imports"), 0o700); err != nil {
@@ -140,4 +108,47 @@ func dirSize(dir string) (int64, error) {
 		return err
 	})
 	return n, err
+}
+
+// serverConfig is the config every syncbench server runs (one Simplified
+// ID Merge project, the shape of configs/tributary.yaml), less data_dir.
+func serverConfig(importsDir, user, secret, memoryLimit string) string {
+	cfg := fmt.Sprintf(`imports_dir: %s
+region: us
+log_level: warn
+projects:
+  - id: 1
+    name: Syncbench
+    token: syncbench-token-0001
+    api_secret: syncbench-api-secret-0001
+    region: us
+    id_management: simplified
+    service_accounts:
+      - {username: %s, secret: %s, role: owner}
+`, strconv.Quote(importsDir), user, secret)
+	if memoryLimit != "" {
+		cfg = "memory_limit: " + memoryLimit + "\n" + cfg
+	}
+	return cfg
+}
+
+// importDoc is a time_based import of public.table, the path a scheduled
+// import takes: ORDER BY loaded_at, id with the watermark committed batch
+// by batch; on a fresh data directory it reads the whole table.
+func importDoc(id, table string) string {
+	return fmt.Sprintf(`id: %s
+project_id: 1
+import_type: event_stream
+sync_mode: time_based
+source: {kind: postgres, dsn: "${%s}"}
+table_params: {table: public.%s}
+event_column_name: event_type
+time_column_name: event_time
+user_column_name: user_id
+device_column_name: device_id
+insert_id_column_name: id
+insert_time_column_name: loaded_at
+json_properties_column_name: props
+schedule: api
+`, id, dsnEnv, table)
 }
