@@ -26,6 +26,10 @@ type Options struct {
 	// Now is the server clock, for the time window and IngestMs. The zero
 	// value means time.Now().
 	Now time.Time
+	// Canonical says the records come from Tributary's own encoders, which
+	// write the shape the one-pass path (canonical.go) handles; it is
+	// tried first for each record. Results are the same either way.
+	Canonical bool
 	// Mode is the project's ID management: Simplified derives distinct_id
 	// from $user_id / $device_id, and each mode turns its identity events
 	// into out.Changes. Zero: no identity handling (events as sent).
@@ -66,6 +70,8 @@ type Decoder struct {
 	insertID  *fastjson.Value
 	bad       verdict
 	idx       int // index of the record being decoded, for Change.Ref
+	canon     canonScan
+	canonHits int // records the canonical path took, for tests
 }
 
 type member struct {
@@ -98,8 +104,13 @@ func (d *Decoder) Decode(opt Options, recs [][]byte, out *store.Batch) []Failure
 	out.Project = opt.Project
 	out.Events = slices.Grow(out.Events, len(recs))
 	var fails []Failure
+	canon, nowMs := opt.Canonical && opt.Strict, opt.Now.UnixMilli()
 	for i, rec := range recs {
 		d.idx = i
+		if canon && d.canonical(&opt, rec, nowMs, out) {
+			d.canonHits++
+			continue
+		}
 		if d.record(&opt, rec, out) {
 			continue
 		}
@@ -111,6 +122,10 @@ func (d *Decoder) Decode(opt Options, recs [][]byte, out *store.Batch) []Failure
 	}
 	return fails
 }
+
+// CanonicalHits is how many records the one-pass path for canonical records
+// (Options.Canonical) has taken since the Decoder was made.
+func (d *Decoder) CanonicalHits() int { return d.canonHits }
 
 // Reset releases the previous Decode's Props and drops buffers that an
 // unusually large request grew, so a pooled Decoder does not pin them.

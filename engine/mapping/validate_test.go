@@ -1,0 +1,76 @@
+package mapping
+
+import (
+	"math/rand/v2"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// TestValidatorCanonicalMatchesGeneral: the decoder's one-pass path for
+// canonical records gives exactly what its general path gives, over the
+// mapper's output for random wide rows (every import variant that makes
+// events) and the benchmark's table; and it takes almost every row.
+func TestValidatorCanonicalMatchesGeneral(t *testing.T) {
+	now := t0.Add(time.Hour)
+	rec := buildWide(randomWideRows(rand.New(rand.NewPCG(7, 11)), 3000))
+	defer rec.Release()
+	noPK := wideConnSchema()
+	noPK.PrimaryKey = nil
+	orig := eventsImport()
+	orig.UserColumnName, orig.DeviceColumnName, orig.DistinctIDColumnName = "", "", "user_id"
+	withID := eventsImport()
+	withID.InsertIDColumnName = "internal_note"
+	for _, r := range []struct {
+		name       string
+		im         *importspec.Import
+		simplified bool
+	}{{"events", eventsImport(), true}, {"events-original", orig, false}, {"events-insert-id", withID, true}} {
+		m, err := New(Options{Import: r.im, Project: importspec.Project{ID: 1, Simplified: r.simplified}, RunID: "run-1", Schema: noPK}, wideSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out Records
+		m.Map(rec, &out)
+		hits := compareValidators(t, r.name, now, &out)
+		t.Logf("%s: %d of %d records took the canonical path", r.name, hits, out.Len())
+		if hits == 0 {
+			t.Errorf("%s: no record took the canonical path", r.name)
+		}
+	}
+	m := benchMapper(t)
+	b := benchBatch(4096, 1)
+	defer b.Release()
+	var out Records
+	m.Map(b, &out)
+	if hits := compareValidators(t, "bench", time.Date(2026, 11, 21, 0, 0, 0, 0, time.UTC), &out); hits != out.Len() {
+		t.Errorf("bench: %d of %d records took the canonical path, want all", hits, out.Len())
+	}
+}
+
+func compareValidators(t *testing.T, name string, now time.Time, out *Records) int {
+	t.Helper()
+	var canon, general Validator
+	general.general = true
+	var b1, b2 store.Batch
+	e1 := canon.Events(1, now, out, 0, &b1)
+	e2 := general.Events(1, now, out, 0, &b2)
+	if !reflect.DeepEqual(e1, e2) {
+		t.Fatalf("%s: row errors differ:\n canonical %+v\n general   %+v", name, e1, e2)
+	}
+	if len(b1.Events) != len(b2.Events) {
+		t.Fatalf("%s: %d events vs %d", name, len(b1.Events), len(b2.Events))
+	}
+	for i := range b1.Events {
+		if !reflect.DeepEqual(b1.Events[i], b2.Events[i]) {
+			t.Fatalf("%s: event %d differs:\n canonical %+v\n general   %+v", name, i, b1.Events[i], b2.Events[i])
+		}
+	}
+	if !reflect.DeepEqual(b1, b2) {
+		t.Fatalf("%s: batches differ", name)
+	}
+	return canon.dec.CanonicalHits()
+}

@@ -1,0 +1,69 @@
+package amplitude
+
+import (
+	"bufio"
+	"bytes"
+	"os"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/tributary-dev/tributary/ingest/record"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// The records the transform writes are in the shape the /import decoder's
+// one-pass path takes (record.Options.Canonical). Over the fixture lines
+// (escapes, numeric ids, colliding names, device-only events…) and the
+// benchmark's lines, that path gives exactly what the general path gives,
+// and it takes every benchmark line.
+func TestTransformCanonicalMatchesGeneral(t *testing.T) {
+	raw, err := os.ReadFile("testdata/events.ndjson")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(raw))
+	for sc.Scan() {
+		lines = append(lines, bytes.Clone(sc.Bytes()))
+	}
+	fixture := len(lines)
+	for i := range 2000 {
+		lines = append(lines, benchLine(i, hour(1, 0).Add(time.Duration(i)*time.Second)))
+	}
+	tr := newTransformer()
+	var recs [][]byte
+	for _, ln := range lines {
+		var ev amplitudeEvent
+		rec, _, ferr := tr.appendRecord(nil, nil, ln, &ev)
+		if ferr == nil {
+			recs = append(recs, rec)
+		}
+	}
+	l := newLoader(1, "tok", nil, func() time.Time { return testNow }, 5000)
+	opt := l.options()
+	if !opt.Canonical {
+		t.Fatal("the migration does not use the canonical path")
+	}
+	var canon, general record.Decoder
+	var b1, b2 store.Batch
+	f1 := canon.Decode(opt, recs, &b1)
+	opt.Canonical = false
+	f2 := general.Decode(opt, recs, &b2)
+	if !reflect.DeepEqual(f1, f2) {
+		t.Fatalf("failures differ:\n canonical %+v\n general   %+v", f1, f2)
+	}
+	for i := range min(len(b1.Events), len(b2.Events)) {
+		if !reflect.DeepEqual(b1.Events[i], b2.Events[i]) {
+			t.Fatalf("event %d differs:\n canonical %+v\n general   %+v", i, b1.Events[i], b2.Events[i])
+		}
+	}
+	if !reflect.DeepEqual(b1, b2) {
+		t.Fatalf("batches differ: %d/%d events, %d/%d changes", len(b1.Events), len(b2.Events), len(b1.Changes), len(b2.Changes))
+	}
+	bench := len(recs) - (len(lines) - fixture)
+	t.Logf("%d of %d records took the canonical path (%d fixture records)", canon.CanonicalHits(), len(recs), bench)
+	if canon.CanonicalHits() < len(lines)-fixture {
+		t.Errorf("canonical path took %d records, want at least the %d benchmark ones", canon.CanonicalHits(), len(lines)-fixture)
+	}
+}
