@@ -1,6 +1,8 @@
 package record
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 
 	"github.com/tributary-dev/tributary/ingest/identity"
@@ -160,10 +162,10 @@ func (d *Decoder) uniqueKeys() bool {
 	s := &d.canon
 	d.seen.reset(len(s.keys) + 3)
 	for _, k := range [...]string{"time", "distinct_id", "$insert_id"} {
-		d.seen.add(k)
+		d.seen.addTrusted(k)
 	}
 	for _, k := range s.keys {
-		if !d.seen.add(k) {
+		if !d.seen.addTrusted(k) {
 			return false
 		}
 	}
@@ -172,13 +174,26 @@ func (d *Decoder) uniqueKeys() bool {
 
 // str reads string content from i (after the opening quote) and returns
 // it and the index after the closing quote. ok is false for an escape, a
-// control byte, more than maxRunes bytes or no closing quote.
+// control byte, more than maxRunes bytes or no closing quote. Eight bytes
+// of plain ASCII are skipped at a time.
 func (s *canonScan) str(i int) (string, int, bool) {
 	b := s.b
 	start := i
-	for i < len(b) {
-		c := b[i]
-		switch {
+	for {
+		for i+8 <= len(b) {
+			w := binary.LittleEndian.Uint64(b[i:])
+			f := (specialBytes(w) | w) & msb
+			if f == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(f) >> 3 // the first flag is exact
+			break
+		}
+		if i >= len(b) {
+			return "", i, false
+		}
+		switch c := b[i]; {
 		case plain[c]:
 		case c == '"':
 			if i-start > maxRunes {
@@ -192,7 +207,20 @@ func (s *canonScan) str(i int) (string, int, bool) {
 		}
 		i++
 	}
-	return "", i, false
+}
+
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
+// specialBytes flags (in the high bit of each byte) the bytes of v that are
+// '"', '\\' or below 0x20. Only the lowest flag is exact: a borrow may set
+// flags above it.
+func specialBytes(v uint64) uint64 {
+	q := v ^ (lsb * '"')
+	b := v ^ (lsb * '\\')
+	return (((q - lsb) &^ q) | ((b - lsb) &^ b) | ((v - lsb*0x20) &^ v)) & msb
 }
 
 // strValue reads a string value at i.

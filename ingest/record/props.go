@@ -1,7 +1,9 @@
 package record
 
 import (
+	"encoding/binary"
 	"hash/maphash"
+	"math/bits"
 
 	"github.com/valyala/fastjson"
 )
@@ -187,7 +189,31 @@ func (s *keySet) add(k string) bool {
 		s.sigs, s.keys = append(s.sigs, sig), append(s.keys, k)
 		return true
 	}
-	for j := maphash.String(s.seed, k) & 511; ; j = (j + 1) & 511 {
+	return s.addHashed(k, maphash.String(s.seed, k))
+}
+
+// addTrusted is add with a cheap hash of the length and the edge bytes,
+// for keys that come from Tributary's own encoders (Options.Canonical):
+// keys crafted to collide only slow the check down, to at worst a
+// comparison with each earlier key, as the small mode does anyway.
+func (s *keySet) addTrusted(k string) bool {
+	if s.small {
+		return s.add(k)
+	}
+	h := uint64(len(k))
+	if len(k) >= 8 {
+		h ^= binary.LittleEndian.Uint64([]byte(k[:8])) ^ bits.RotateLeft64(binary.LittleEndian.Uint64([]byte(k[len(k)-8:])), 31)
+	} else {
+		for i := 0; i < len(k); i++ {
+			h = h<<8 | uint64(k[i])
+		}
+	}
+	h *= 0x9E3779B97F4A7C15
+	return s.addHashed(k, h^h>>29)
+}
+
+func (s *keySet) addHashed(k string, h uint64) bool {
+	for j := h & 511; ; j = (j + 1) & 511 {
 		sl := &s.slots[j]
 		if sl.gen != s.gen {
 			sl.gen, sl.idx = s.gen, uint32(len(s.keys))
