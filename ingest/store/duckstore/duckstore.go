@@ -9,9 +9,10 @@
 // log's end, so every reader sees every acknowledged write.
 //
 // Dedup does not use a database index (a primary key makes DuckDB appends
-// ~20x slower); instead the keys of all dedupable events live in memory,
-// loaded at Open, and a single writer filters each write against them
-// before logging it.
+// ~20x slower); instead the keys of all dedupable events are loaded at
+// Open into a set of their own (recent keys in memory, older ones in
+// sorted files beside the database: keyset_tiered.go), and a single
+// writer filters each write against them before logging it.
 package duckstore
 
 import (
@@ -138,7 +139,7 @@ type Store struct {
 	// wsem is the writer lock (a channel so waiting honours ctx). It
 	// guards keys, nextSeq and scratch.
 	wsem    chan struct{}
-	keys    *keySet
+	keys    *tieredKeys
 	nextSeq int64
 	scratch writeScratch
 
@@ -223,14 +224,17 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		s.log = slog.New(slog.DiscardHandler)
 	}
 	if err := s.init(ctx); err != nil {
-		var walErr, connErr error
+		var walErr, connErr, keysErr error
+		if s.keys != nil {
+			keysErr = s.keys.close()
+		}
 		if s.wal != nil {
 			walErr = s.wal.Close()
 		}
 		if s.writer != nil {
 			connErr = s.writer.Close()
 		}
-		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), walErr, connErr, s.db.Close(), lock.Close())
+		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), walErr, connErr, keysErr, s.db.Close(), lock.Close())
 	}
 	go s.runLoader()
 	return s, nil
@@ -312,16 +316,15 @@ func (s *Store) openLog(ctx context.Context) error {
 	return nil
 }
 
-// loadKeys fills the in-memory dedup set from the events table. Reading
-// rows and inserting keys cost about the same, so a goroutine reads while
-// this one inserts.
+// loadKeys fills the dedup set from the events table. Reading rows and
+// inserting keys cost about the same, so a goroutine reads while this one
+// inserts.
 func (s *Store) loadKeys(ctx context.Context) error {
 	start := time.Now()
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE k_hi IS NOT NULL`).Scan(&n); err != nil {
-		return fmt.Errorf("count keys: %w", err)
+	var err error
+	if s.keys, err = newTieredKeys(s.path+".keys", defaultKeysConfig()); err != nil {
+		return err
 	}
-	s.keys = newKeySet(n)
 	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`)
 	if err != nil {
 		return fmt.Errorf("load keys: %w", err)
@@ -352,9 +355,12 @@ func (s *Store) loadKeys(ctx context.Context) error {
 		readErr = rows.Err()
 		full <- buf
 	}()
+	var loadErr error // the reader must still be drained
 	for buf := range full {
 		for _, k := range buf {
-			s.keys.add(k)
+			if loadErr == nil {
+				loadErr = s.keys.load(k)
+			}
 		}
 		select {
 		case empty <- buf[:0]:
@@ -364,6 +370,12 @@ func (s *Store) loadKeys(ctx context.Context) error {
 	// full is closed: the reader is done and readErr is safe to read.
 	if readErr != nil {
 		return fmt.Errorf("load keys: %w", readErr)
+	}
+	if loadErr == nil {
+		loadErr = s.keys.finishLoad()
+	}
+	if loadErr != nil {
+		return fmt.Errorf("load keys: %w", loadErr)
 	}
 	s.log.Info("duckstore: dedup keys loaded", "keys", s.keys.len(), "took", time.Since(start))
 	return nil
@@ -412,7 +424,7 @@ func (s *Store) Close() error {
 	close(s.quit)
 	<-s.loaderDone // it applies what is left first, so the log is empty
 	var errs []error
-	errs = append(errs, s.wal.Close())
+	errs = append(errs, s.wal.Close(), s.keys.close())
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
 	}

@@ -90,7 +90,12 @@ func (s *Store) deleteImportChunk(ctx context.Context, project int64, importID s
 		return 0, err
 	}
 	for _, k := range keys {
-		s.keys.remove(k)
+		if err := s.keys.remove(k); err != nil {
+			// The events are gone but their keys would drop them as
+			// duplicates if sent again; a restart rebuilds the set.
+			s.broken = fmt.Errorf("deleted events' dedup keys could not be removed; restart the server: %w", err)
+			return n, s.broken
+		}
 	}
 	return n, nil
 }

@@ -104,7 +104,11 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 			return
 		}
 		for _, k := range s.scratch.added {
-			s.keys.remove(k)
+			if err := s.keys.remove(k); err != nil {
+				// A key left in the set would drop its event as a duplicate.
+				s.broken = fmt.Errorf("a failed write could not undo its dedup keys; restart the server: %w", err)
+				break
+			}
 		}
 		if s.scratch.graphChanged {
 			s.broken = errors.New("a failed write left identity state ahead of the log; restart the server")
@@ -236,7 +240,11 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 					// event a duplicate of the first one.
 					r.key = store.DedupKey(b.Project, e.Name, e.DistinctID, e.TimeMs, e.InsertID)
 				}
-				if !s.keys.add(r.key) {
+				isNew, err := s.keys.add(r.key)
+				if err != nil {
+					return res, fmt.Errorf("dedup: %w", err)
+				}
+				if !isNew {
 					br.Duplicates++
 					continue
 				}
