@@ -126,6 +126,11 @@ type Config struct {
 	OAuthTTL   Duration `yaml:"oauth_token_ttl"`
 	// MemoryLimit caps the embedded store's working memory (DuckDB syntax, e.g. "2GB").
 	MemoryLimit string `yaml:"memory_limit"`
+	// DedupKeys is where the embedded store keeps its dedup keys: "memory"
+	// (the default, fastest) or "disk" (recent keys in memory, older ones
+	// in sorted files beside the database: memory nearly flat in the
+	// number of stored events).
+	DedupKeys string `yaml:"dedup_keys"`
 	// MigrateListen serves the migration service ({migrate_url}, POST
 	// /amplitude) on its own address; "" serves it on Listen.
 	MigrateListen string `yaml:"migrate_listen"`

@@ -69,6 +69,7 @@ func TestParseErrorsNameFileAndKey(t *testing.T) {
 		{"bad postgres url", "store: postgres://u:hunter2@db:notaport/x\n" + base(""), `store: postgres://… is not a valid URL: invalid port`},
 		{"bad postgres param", "store: postgres://u:hunter2@db/x?sslmode=sometimes\n" + base(""), `store: postgres://u:xxxxx@db/x?sslmode=sometimes is not a valid PostgreSQL URL`},
 		{"short lease", "sync_lease: 500ms\n" + base(""), "sync_lease: must be at least 1s"},
+		{"dedup keys", "dedup_keys: ssd\n" + base(""), `dedup_keys: must be "memory" (the default) or "disk"; got "ssd"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -18,6 +18,12 @@ func bad(key, format string, args ...any) error {
 	return &FieldError{Key: key, Problem: fmt.Sprintf(format, args...)}
 }
 
+// The values of dedup_keys.
+const (
+	DedupMemory = "memory"
+	DedupDisk   = "disk"
+)
+
 func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return bad("listen", "must be host:port, got %q", c.Listen)
@@ -27,6 +33,11 @@ func (c *Config) validate() error {
 	}
 	if err := c.validateStore(); err != nil {
 		return err
+	}
+	switch c.DedupKeys {
+	case "", DedupMemory, DedupDisk:
+	default:
+		return bad("dedup_keys", "must be %q (the default) or %q; got %q", DedupMemory, DedupDisk, c.DedupKeys)
 	}
 	if c.SyncLease < Duration(1e9) {
 		return bad("sync_lease", "must be at least 1s")

@@ -163,7 +163,7 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, thread
 		st = pg
 	} else {
 		path := filepath.Join(cfg.DataDir, "tributary.duckdb")
-		duck, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Threads: threads, Logger: log})
+		duck, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Threads: threads, DiskKeys: cfg.DedupKeys == config.DedupDisk, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("open embedded store %s: %w", path, err)
 		}

@@ -39,7 +39,10 @@ import (
 type Options struct {
 	MemoryLimit string // e.g. "2GB"; "" = DuckDB default (80% of RAM)
 	Threads     int    // 0 = DuckDB default (one per core)
-	Logger      *slog.Logger
+	// DiskKeys keeps all but the most recent dedup keys in sorted files
+	// beside the database instead of memory (keyset_choice.go).
+	DiskKeys bool
+	Logger   *slog.Logger
 }
 
 // checkpointThreshold is how much WAL may accumulate before DuckDB folds it
@@ -138,10 +141,11 @@ type Store struct {
 
 	// wsem is the writer lock (a channel so waiting honours ctx). It
 	// guards keys, nextSeq and scratch.
-	wsem    chan struct{}
-	keys    *tieredKeys
-	nextSeq int64
-	scratch writeScratch
+	wsem     chan struct{}
+	keys     dedupSet
+	diskKeys bool // the kind of keys (Options.DiskKeys)
+	nextSeq  int64
+	scratch  writeScratch
 
 	wal *wal.Log // every acknowledged write, until the loader applied it
 
@@ -210,6 +214,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s := &Store{
 		db:         sql.OpenDB(connector),
 		path:       path,
+		diskKeys:   opt.DiskKeys,
 		lock:       lock,
 		log:        opt.Logger,
 		wsem:       make(chan struct{}, 1),
@@ -316,13 +321,31 @@ func (s *Store) openLog(ctx context.Context) error {
 	return nil
 }
 
+// newKeys makes the empty dedup set of the kind the options ask for.
+func (s *Store) newKeys(ctx context.Context) error {
+	_ = os.RemoveAll(s.path + ".keys") // runs of an earlier DiskKeys process are stale either way
+	if s.diskKeys {
+		k, err := newTieredKeys(s.path+".keys", defaultKeysConfig())
+		if err != nil {
+			return err
+		}
+		s.keys = k
+		return nil
+	}
+	var n int
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE k_hi IS NOT NULL`).Scan(&n); err != nil {
+		return fmt.Errorf("count keys: %w", err)
+	}
+	s.keys = newMemKeys(n)
+	return nil
+}
+
 // loadKeys fills the dedup set from the events table. Reading rows and
 // inserting keys cost about the same, so a goroutine reads while this one
 // inserts.
 func (s *Store) loadKeys(ctx context.Context) error {
 	start := time.Now()
-	var err error
-	if s.keys, err = newTieredKeys(s.path+".keys", defaultKeysConfig()); err != nil {
+	if err := s.newKeys(ctx); err != nil {
 		return err
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`)

@@ -23,7 +23,12 @@ var testOptions = Options{MemoryLimit: "512MB", Threads: 2}
 
 func openAt(t testing.TB, path string) *Store {
 	t.Helper()
-	s, err := Open(context.Background(), path, testOptions)
+	return openWith(t, path, testOptions)
+}
+
+func openWith(t testing.TB, path string, opt Options) *Store {
+	t.Helper()
+	s, err := Open(context.Background(), path, opt)
 	if err != nil {
 		t.Fatalf("open %s: %v", path, err)
 	}
@@ -31,9 +36,11 @@ func openAt(t testing.TB, path string) *Store {
 }
 
 // harness runs the suite; scanPage > 0 overrides the scan page size.
-func harness(scanPage int) storetest.Harness {
+func harness(scanPage int) storetest.Harness { return harnessWith(scanPage, testOptions) }
+
+func harnessWith(scanPage int, opt Options) storetest.Harness {
 	open := func(t testing.TB, path string) store.Store {
-		s := openAt(t, path)
+		s := openWith(t, path, opt)
 		if scanPage > 0 {
 			s.scanPage = scanPage
 		}
@@ -69,6 +76,13 @@ func harness(scanPage int) storetest.Harness {
 
 func TestConformance(t *testing.T) {
 	storetest.Run(t, harness(0))
+}
+
+// TestConformanceDiskKeys runs the suite with the tiered dedup key set.
+func TestConformanceDiskKeys(t *testing.T) {
+	opt := testOptions
+	opt.DiskKeys = true
+	storetest.Run(t, harnessWith(0, opt))
 }
 
 // TestConformanceSmallPages runs the suite with 3-row scan pages, so every

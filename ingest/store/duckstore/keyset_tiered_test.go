@@ -207,7 +207,9 @@ func TestTieredKeysIOError(t *testing.T) {
 // against it.
 func TestReopenRebuildsKeys(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "x.duckdb")
-	s := openAt(t, path)
+	opt := testOptions
+	opt.DiskKeys = true
+	s := openWith(t, path, opt)
 	ctx := context.Background()
 	evs := storetest.GenEvents(1, 200, 0)
 	if _, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}}); err != nil {
@@ -232,13 +234,13 @@ func TestReopenRebuildsKeys(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("stale"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s = openAt(t, path)
+	s = openWith(t, path, opt)
 	defer s.Close()
 	if got := s.keys.len(); got != n+len(evs) {
 		t.Fatalf("reopened set holds %d keys, want %d", got, n+len(evs))
 	}
-	if len(s.keys.runs) != 1 {
-		t.Fatalf("%d runs after load, want 1", len(s.keys.runs))
+	if tk := s.keys.(*tieredKeys); len(tk.runs) != 1 {
+		t.Fatalf("%d runs after load, want 1", len(tk.runs))
 	}
 	if _, err := os.Stat(stale); !os.IsNotExist(err) {
 		t.Fatalf("stale run survived Open: %v", err)
