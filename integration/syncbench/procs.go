@@ -21,12 +21,12 @@ import (
 // server is one `tributary serve` child on a temporary data directory.
 type server struct{ *benchkit.Server }
 
-func startServer(bin, importsDir, storeURL, srcDSN, memoryLimit string) (*server, error) {
+func startServer(bin, importsDir, storeURL, srcDSN, storeYAML string) (*server, error) {
 	dir, err := os.MkdirTemp("", "tributary-syncbench-serve-")
 	if err != nil {
 		return nil, err
 	}
-	cfg := serverConfig(importsDir, srvUser, srvSecret, memoryLimit)
+	cfg := serverConfig(importsDir, srvUser, srvSecret, storeYAML)
 	if storeURL != "" {
 		cfg = "store: " + strconv.Quote(storeURL) + "\n" + cfg
 	}

@@ -132,7 +132,7 @@ func runServe(ctx context.Context, o options, bin string, db *benchDB, storeAdmi
 	}
 	var srvs []*server
 	for range procs {
-		s, err := startServer(bin, dir, storeURL, db.dsn, o.memoryLimit)
+		s, err := startServer(bin, dir, storeURL, db.dsn, o.storeYAML())
 		if err != nil {
 			return nil, err
 		}

@@ -19,9 +19,9 @@ const dsnEnv = "SYNCBENCH_PG_DSN"
 
 // writeFiles writes the server config (one Simplified ID Merge project,
 // the shape of configs/tributary.yaml) and the import into dir.
-func writeFiles(dir, memoryLimit string) (cfgPath, importPath string, err error) {
+func writeFiles(dir, storeYAML string) (cfgPath, importPath string, err error) {
 	cfg := "data_dir: " + strconv.Quote(filepath.Join(dir, "data")) + "\n" +
-		serverConfig(filepath.Join(dir, "imports"), "syncbench", "syncbench-secret-0001", memoryLimit)
+		serverConfig(filepath.Join(dir, "imports"), "syncbench", "syncbench-secret-0001", storeYAML)
 	imp := importDoc("syncbench-events", "events")
 	cfgPath = filepath.Join(dir, "tributary.yaml")
 	importPath = filepath.Join(dir, "syncbench-events.yaml")
@@ -112,7 +112,8 @@ func dirSize(dir string) (int64, error) {
 
 // serverConfig is the config every syncbench server runs (one Simplified
 // ID Merge project, the shape of configs/tributary.yaml), less data_dir.
-func serverConfig(importsDir, user, secret, memoryLimit string) string {
+// storeYAML holds top-level store settings (memory_limit, dedup_keys).
+func serverConfig(importsDir, user, secret, storeYAML string) string {
 	cfg := fmt.Sprintf(`imports_dir: %s
 region: us
 log_level: warn
@@ -126,10 +127,7 @@ projects:
     service_accounts:
       - {username: %s, secret: %s, role: owner}
 `, strconv.Quote(importsDir), user, secret)
-	if memoryLimit != "" {
-		cfg = "memory_limit: " + memoryLimit + "\n" + cfg
-	}
-	return cfg
+	return storeYAML + cfg
 }
 
 // importDoc is a time_based import of public.table, the path a scheduled
