@@ -50,11 +50,11 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		Token:       *token, StartDate: *start, EndDate: *end, DryRun: *dry, Region: *region,
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg, st, err := openDataDir(ctx, *cfgPath, *dataDir, log)
+	cfg, st, release, err := openDataDir(ctx, *cfgPath, *dataDir, log, storeTuning{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer release()
 	jobs, err := amplitude.NewFileJobStore(filepath.Join(cfg.DataDir, "migrations"))
 	if err != nil {
 		return err

@@ -20,22 +20,43 @@ import (
 	"github.com/tributary-dev/tributary/scheduler"
 )
 
+// storeTuning adapts the store to the command that opens it.
+type storeTuning struct {
+	threads int // DuckDB threads; 0: one per core
+	// memoryLimit is the memory_limit (the process's memory budget,
+	// server.NewMemoryBudget) when the config sets none; "": none.
+	memoryLimit string
+}
+
+// syncTuning is `tributary sync`'s, a one-shot run that only writes: a
+// small budget (syncbench, 1M rows of 12 columns: peak RSS 671 → 262 MiB
+// with dedup_keys memory, 679 → 253 MiB with disk, the rate unchanged
+// within the noise), and one DuckDB thread for the background loader as
+// in `serve`, the other core mapping and validating (measured: 5-15%
+// faster than one thread per core).
+func syncTuning() storeTuning { return storeTuning{threads: 1, memoryLimit: "128MB"} }
+
 // openDataDir loads the server config and opens its store for a command
 // that works on the data directory itself (the server must not be running:
-// the embedded store is one process's).
-func openDataDir(ctx context.Context, cfgPath, dataDir string, log *slog.Logger) (*config.Config, store.Store, error) {
-	cfg, err := config.Load(cfgPath)
-	if err != nil {
-		return nil, nil, err
+// the embedded store is one process's). The Go share of memory_limit
+// holds from before the open (which loads the dedup keys) to the end of
+// release, which closes the store (draining its loader) and lifts it.
+func openDataDir(ctx context.Context, cfgPath, dataDir string, log *slog.Logger, tune storeTuning) (cfg *config.Config, st store.Store, release func(), err error) {
+	if cfg, err = config.Load(cfgPath); err != nil {
+		return nil, nil, nil, err
 	}
 	if dataDir != "" {
 		cfg.DataDir = dataDir
 	}
-	st, err := server.OpenStore(ctx, cfg, log, 0)
-	if err != nil {
-		return nil, nil, fmt.Errorf("%w (is `tributary serve` running on %s? use the manual-sync API instead)", err, cfg.DataDir)
+	if cfg.MemoryLimit == "" {
+		cfg.MemoryLimit = tune.memoryLimit
 	}
-	return cfg, st, nil
+	unlimit := server.LimitGoHeap(server.NewMemoryBudget(cfg.MemoryBudget()), log)
+	if st, err = server.OpenStore(ctx, cfg, log, tune.threads); err != nil {
+		unlimit()
+		return nil, nil, nil, fmt.Errorf("%w (is `tributary serve` running on %s? use the manual-sync API instead)", err, cfg.DataDir)
+	}
+	return cfg, st, func() { _ = st.Close(); unlimit() }, nil
 }
 
 // syncCmd runs one import once in the foreground with a progress line.
@@ -63,11 +84,11 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	cfg, st, err := openDataDir(ctx, *cfgPath, *dataDir, log)
+	cfg, st, release, err := openDataDir(ctx, *cfgPath, *dataDir, log, syncTuning())
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer release()
 	projects := server.ProjectLookup(cfg)
 	if err := im.Validate(reg, projects); err != nil {
 		return err
@@ -165,11 +186,11 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	cfg, st, err := openDataDir(ctx, *cfgPath, *dataDir, log)
+	cfg, st, release, err := openDataDir(ctx, *cfgPath, *dataDir, log, storeTuning{})
 	if err != nil {
 		return err
 	}
-	defer st.Close()
+	defer release()
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROJECT\tIMPORT\tRUN\tTRIGGER\tSTATUS\tSTARTED\tDURATION\tROWS\tIMPORTED\tFAILED\tREASON")
 	for _, p := range cfg.Projects {

@@ -124,7 +124,9 @@ type Config struct {
 	LogFormat  string   `yaml:"log_format"` // text or json
 	ImportsDir string   `yaml:"imports_dir"`
 	OAuthTTL   Duration `yaml:"oauth_token_ttl"`
-	// MemoryLimit caps the embedded store's working memory (DuckDB syntax, e.g. "2GB").
+	// MemoryLimit is the process's memory budget (e.g. "512MB", memory.go),
+	// split between the embedded store's DuckDB and the Go heap's soft
+	// limit by internal/server.NewMemoryBudget. "" = none.
 	MemoryLimit string `yaml:"memory_limit"`
 	// DedupKeys is where the embedded store keeps its dedup keys: "memory"
 	// (the default, fastest) or "disk" (recent keys in memory, older ones

@@ -34,6 +34,9 @@ func (c *Config) validate() error {
 	if err := c.validateStore(); err != nil {
 		return err
 	}
+	if err := c.validateMemory(); err != nil {
+		return err
+	}
 	switch c.DedupKeys {
 	case "", DedupMemory, DedupDisk:
 	default:

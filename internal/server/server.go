@@ -34,6 +34,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	if err != nil {
 		return err
 	}
+	defer LimitGoHeap(NewMemoryBudget(cfg.MemoryBudget()), log)()
 	st, err := openStore(ctx, cfg, log)
 	if err != nil {
 		return err
@@ -149,7 +150,9 @@ func openStore(ctx context.Context, cfg *config.Config, log *slog.Logger) (store
 }
 
 // OpenStore opens the configured store for a process: the server, or a
-// CLI command that works on the data directory itself. threads caps
+// CLI command that works on the data directory itself. The embedded
+// store gets its share of memory_limit (NewMemoryBudget); the process
+// applies the Go share with LimitGoHeap. threads caps
 // DuckDB's threads (0: one per core); the Postgres store ignores it (its
 // pool size comes from the URL's pool_max_conns).
 func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, threads int) (store.Store, error) {
@@ -163,7 +166,9 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, thread
 		st = pg
 	} else {
 		path := filepath.Join(cfg.DataDir, "tributary.duckdb")
-		duck, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: cfg.MemoryLimit, Threads: threads, DiskKeys: cfg.DedupKeys == config.DedupDisk, Logger: log})
+		b := NewMemoryBudget(cfg.MemoryBudget())
+		duck, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: b.duckDBLimit(), Threads: threads,
+			DiskKeys: cfg.DedupKeys == config.DedupDisk, LoadChunkBytes: b.LoadChunkBytes, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("open embedded store %s: %w", path, err)
 		}

@@ -30,7 +30,9 @@ const (
 	arrowChunkRows = 122_880
 	// arrowChunkBytes also ends a batch: it bounds the loader's memory
 	// (events may carry up to 1 MB of properties each) and keeps string
-	// offsets far from the int32 limit of Arrow's string type.
+	// offsets far from the int32 limit of Arrow's string type. It is the
+	// default and the ceiling of Options.LoadChunkBytes, which a small
+	// memory budget lowers: a row group of typical events is ~55 MB.
 	arrowChunkBytes = 256 << 20
 )
 
@@ -79,14 +81,15 @@ type eventChunk struct {
 	name, distinctID, insertID, props      strCol
 	// keyed is the validity bitmap of insert_id, k_hi and k_lo (an event
 	// has all three or none); nulls counts the unset bits.
-	keyed []byte
-	nulls int
-	rows  int
-	bytes int // string bytes so far
+	keyed    []byte
+	nulls    int
+	rows     int
+	bytes    int // string bytes so far
+	maxBytes int // full at this many string bytes
 }
 
-func newEventChunk() *eventChunk {
-	c := &eventChunk{}
+func newEventChunk(maxBytes int) *eventChunk {
+	c := &eventChunk{maxBytes: maxBytes}
 	c.reset()
 	return c
 }
@@ -125,7 +128,7 @@ func (c *eventChunk) add(e *logEvent) {
 	c.bytes += len(e.name) + len(e.distinctID) + len(e.insertID) + len(e.props)
 }
 
-func (c *eventChunk) full() bool { return c.rows >= arrowChunkRows || c.bytes >= arrowChunkBytes }
+func (c *eventChunk) full() bool { return c.rows >= arrowChunkRows || c.bytes >= c.maxBytes }
 
 // discard drops the accumulated rows (after a failed load).
 func (c *eventChunk) discard() { c.reset() }

@@ -210,7 +210,7 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		return 0, 0, fmt.Errorf("arrow interface: %w", err)
 	}
 	if s.chunk == nil {
-		s.chunk = newEventChunk()
+		s.chunk = newEventChunk(s.chunkBytes)
 	}
 	ch := s.chunk
 	// Merges and identity changes are rarer than events: their appenders

@@ -1,0 +1,53 @@
+package server
+
+import (
+	"log/slog"
+	"runtime/debug"
+	"testing"
+)
+
+func TestNewMemoryBudget(t *testing.T) {
+	if b := NewMemoryBudget(0); b != (MemoryBudget{}) || b.duckDBLimit() != "" {
+		t.Fatalf("no budget: %+v %q", b, b.duckDBLimit())
+	}
+	b := NewMemoryBudget(128 << 20)
+	if b.DuckDB != 16<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 6<<20 || b.duckDBLimit() != "16384KiB" {
+		t.Fatalf("128MB: %+v %q", b, b.duckDBLimit())
+	}
+	if b.DuckDB+b.GoHeap > b.Total {
+		t.Fatalf("shares exceed the budget: %+v", b)
+	}
+	if b := NewMemoryBudget(64 << 20); b.DuckDB != minDuckDB || b.GoHeap != 48<<20 {
+		t.Fatalf("64MB: %+v", b)
+	}
+	if b := NewMemoryBudget(2 << 30); b.DuckDB != 256<<20 || b.GoHeap != 1536<<20 {
+		t.Fatalf("2GB: %+v", b)
+	}
+}
+
+func TestGoLimitFollowsLiveHeap(t *testing.T) {
+	const share = 96 << 20
+	for _, tc := range []struct{ live, want int64 }{
+		{0, share},
+		{60 << 20, share},
+		{80 << 20, 100 << 20},
+		{200 << 20, 250 << 20},
+	} {
+		if got := goLimit(share, tc.live); got != tc.want {
+			t.Fatalf("live %d MiB: limit %d MiB, want %d", tc.live>>20, got>>20, tc.want>>20)
+		}
+	}
+}
+
+func TestLimitGoHeapRestores(t *testing.T) {
+	t.Setenv("GOMEMLIMIT", "")
+	prev := debug.SetMemoryLimit(-1)
+	stop := LimitGoHeap(NewMemoryBudget(1<<30), slog.New(slog.DiscardHandler))
+	if got := debug.SetMemoryLimit(-1); got < 768<<20 {
+		t.Fatalf("limit while applied: %d", got)
+	}
+	stop()
+	if got := debug.SetMemoryLimit(-1); got != prev {
+		t.Fatalf("limit after stop: %d, want %d", got, prev)
+	}
+}
