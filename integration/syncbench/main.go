@@ -219,7 +219,7 @@ func report(ms []measurement, o options) error {
 	fmt.Println()
 	mem := o.memoryLimit
 	if mem == "" {
-		mem = "store default"
+		mem = "the command's default"
 	}
 	fmt.Printf("end-to-end sync, Postgres → embedded store (time_based, 12 columns, memory_limit %s, dedup_keys %s, %d cores)\n", mem, o.dedupKeys, runtime.NumCPU())
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
