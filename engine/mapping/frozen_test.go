@@ -38,12 +38,7 @@ var frozenDigests = map[string]string{
 func TestOutputFrozen(t *testing.T) {
 	rec := buildWide(randomWideRows(rand.New(rand.NewPCG(3, 5)), 3000))
 	defer rec.Release()
-	noPK := wideConnSchema()
-	noPK.PrimaryKey = nil
-	orig := eventsImport()
-	orig.UserColumnName, orig.DeviceColumnName, orig.DistinctIDColumnName = "", "", "user_id"
-	withID := eventsImport()
-	withID.InsertIDColumnName = "internal_note"
+	orig, withID, noPK := eventVariants()
 	runs := []struct {
 		name       string
 		im         *importspec.Import
@@ -95,6 +90,19 @@ func TestOutputFrozen(t *testing.T) {
 		h.Write(out.Buf)
 	}
 	checkDigest(t, "bench", h.Sum(nil))
+}
+
+// eventVariants are event imports besides eventsImport: Original ID
+// Merge with a distinct_id column, and a given $insert_id column; noPK is
+// the wide schema without its primary key (ids hash the whole row).
+func eventVariants() (orig, withID *importspec.Import, noPK *connectors.Schema) {
+	noPK = wideConnSchema()
+	noPK.PrimaryKey = nil
+	orig = eventsImport()
+	orig.UserColumnName, orig.DeviceColumnName, orig.DistinctIDColumnName = "", "", "user_id"
+	withID = eventsImport()
+	withID.InsertIDColumnName = "internal_note"
+	return orig, withID, noPK
 }
 
 func checkDigest(t *testing.T, name string, sum []byte) {

@@ -18,12 +18,7 @@ func TestValidatorCanonicalMatchesGeneral(t *testing.T) {
 	now := t0.Add(time.Hour)
 	rec := buildWide(randomWideRows(rand.New(rand.NewPCG(7, 11)), 3000))
 	defer rec.Release()
-	noPK := wideConnSchema()
-	noPK.PrimaryKey = nil
-	orig := eventsImport()
-	orig.UserColumnName, orig.DeviceColumnName, orig.DistinctIDColumnName = "", "", "user_id"
-	withID := eventsImport()
-	withID.InsertIDColumnName = "internal_note"
+	orig, withID, noPK := eventVariants()
 	for _, r := range []struct {
 		name       string
 		im         *importspec.Import
