@@ -131,6 +131,8 @@ func (d *Decoder) CanonicalHits() int { return d.canonHits }
 // unusually large request grew, so a pooled Decoder does not pin them.
 func (d *Decoder) Reset() {
 	d.arena = d.arena[:0]
+	clear(d.canon.keys) // they point into the last records
+	d.canon = canonScan{keys: d.canon.keys[:0]}
 	if cap(d.arena) > 16<<20 {
 		d.arena = nil
 	}

@@ -10,9 +10,10 @@
 //
 // Dedup does not use a database index (a primary key makes DuckDB appends
 // ~20x slower); instead the keys of all dedupable events are loaded at
-// Open into a set of their own (recent keys in memory, older ones in
-// sorted files beside the database: keyset_tiered.go), and a single
-// writer filters each write against them before logging it.
+// Open into a set of their own (all in memory, or with Options.DiskKeys
+// recent ones in memory and older ones in sorted files beside the
+// database: keyset_choice.go), and a single writer filters each write
+// against them before logging it.
 package duckstore
 
 import (
