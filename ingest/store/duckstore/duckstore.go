@@ -82,8 +82,10 @@ var schema = []string{
 	// seq is one arrival counter shared by events and merges: it orders
 	// equal times and survives restarts (Open resumes after the maximum).
 	// k_hi/k_lo are the two halves of store.Key, NULL without insert id.
-	// props and insert_id are nearly unique per row, so DuckDB's dictionary
-	// never wins for them, yet its analysis hashed every string at each
+	// This is the table of files in DuckDB's v0.10.2 format, made before
+	// storageVersion (storage.go), which creates eventsTable first. props
+	// and insert_id are nearly unique per row, so DuckDB's dictionary never
+	// wins for them, yet its analysis hashed every string at each
 	// checkpoint; naming FSST up front skips that (measured: loader CPU
 	// -15% per event, same file size). Files made before keep "auto": both
 	// read the same.
@@ -218,6 +220,14 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: open %s: %w", path, err)
 	}
+	// Checked under the lock, so two Opens cannot both see a new file.
+	fresh, err := isNewFile(path)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), lock.Close())
+	}
+	if fresh {
+		cfg.Set("storage_compatibility_version", storageVersion)
+	}
 	connector, err := duckdb.NewConnector(path+"?"+cfg.Encode(), nil)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), lock.Close())
@@ -243,7 +253,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	if err := s.init(ctx); err != nil {
+	if err := s.init(ctx, fresh); err != nil {
 		var walErr, connErr, keysErr error
 		if s.keys != nil {
 			keysErr = s.keys.close()
@@ -260,7 +270,12 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	return s, nil
 }
 
-func (s *Store) init(ctx context.Context) error {
+func (s *Store) init(ctx context.Context, fresh bool) error {
+	if fresh {
+		if _, err := s.db.ExecContext(ctx, eventsTable); err != nil {
+			return fmt.Errorf("create schema: %w", err)
+		}
+	}
 	for _, stmt := range schema {
 		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("create schema: %w", err)
