@@ -15,7 +15,7 @@ type spillResult struct {
 
 // spill freezes the full recent tier, puts an empty one in its place and
 // starts writing the frozen keys to a run in the background. A spill
-// still in progress is waited for first (it takes 512k adds to fill the
+// still in progress is waited for first (it takes 256k adds to fill the
 // tier again, so only tests with tiny tiers wait).
 func (t *tieredKeys) spill() error {
 	if err := t.waitSpill(); err != nil {
