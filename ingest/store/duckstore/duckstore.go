@@ -271,6 +271,8 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 }
 
 func (s *Store) init(ctx context.Context, fresh bool) error {
+	// A first Open cut off before this leaves a v1.2.0 file without events;
+	// the next Open creates the FSST table there, which that format writes.
 	if fresh {
 		if _, err := s.db.ExecContext(ctx, eventsTable); err != nil {
 			return fmt.Errorf("create schema: %w", err)
