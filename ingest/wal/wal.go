@@ -9,6 +9,17 @@
 // fsynced (and so never acknowledged), so Open truncates the log at the
 // first torn or corrupt entry of the last segment. Corruption anywhere else
 // is an error: it means the disk lost acknowledged data.
+//
+// Applied segments are recycled, not deleted: Release renames a few of
+// them to spares, and the next segment is a spare overwritten from its
+// start. Appending to a new file makes every write allocate blocks and
+// page-cache pages and, under O_DSYNC, commit the size change to the
+// journal; overwriting a file's own blocks does none of that (measured on
+// ext4: 0.5-1.0 ms of CPU per MB appended, 0.2 overwritten; wall time
+// 1.5 ms/MB against 0.55). A recycled segment holds stale entries past
+// what was written; their LSNs are all below the segment's first, so a
+// scan stops at the first entry whose LSN is not the next one, and reads
+// of a finished segment stop at the end recorded when it was finished.
 package wal
 
 import (
@@ -35,6 +46,8 @@ const (
 	// defaultSegmentSize is when the writer moves to a new file, so that
 	// applied history can be deleted a file at a time.
 	defaultSegmentSize = 64 << 20
+	// maxSpares is how many released segments are kept for reuse.
+	maxSpares = 2
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)
@@ -48,18 +61,22 @@ type Log struct {
 	segSize int64
 
 	mu      sync.Mutex
-	f       *os.File // current segment, opened for append
+	f       *os.File // current segment, written at size
 	segs    []segment
-	size    int64  // of the current segment
-	lastLSN uint64 // of the last appended entry
+	size    int64    // of the current segment's entries
+	lastLSN uint64   // of the last appended entry
+	spares  []string // released segments, to be overwritten by the next ones
 }
 
 type segment struct {
 	first uint64 // LSN of its first entry (also its file name)
 	path  string
+	end   int64 // where its entries end, once it is not the current one
 }
 
 func segName(first uint64) string { return fmt.Sprintf("%020d.wal", first) }
+
+func spareName(first uint64) string { return fmt.Sprintf("%020d.spare", first) }
 
 // Open opens (or creates) the log in dir, repairing a torn tail.
 func Open(dir string) (*Log, error) {
@@ -79,12 +96,21 @@ func Open(dir string) (*Log, error) {
 		l.segs = append(l.segs, segment{first: first, path: n})
 	}
 	sort.Slice(l.segs, func(i, j int) bool { return l.segs[i].first < l.segs[j].first })
-	for i, s := range l.segs {
+	if l.spares, err = filepath.Glob(filepath.Join(dir, "*.spare")); err != nil {
+		return nil, fmt.Errorf("wal: %w", err)
+	}
+	for i := range l.segs {
+		s := &l.segs[i]
 		last := i == len(l.segs)-1
-		end, lastLSN, err := scanSegment(s.path, last)
+		upTo := uint64(0) // the last LSN a finished segment holds
+		if !last {
+			upTo = l.segs[i+1].first - 1
+		}
+		end, lastLSN, err := scanSegment(s.path, s.first, upTo)
 		if err != nil {
 			return nil, err
 		}
+		s.end = end
 		if lastLSN > 0 {
 			l.lastLSN = lastLSN
 		} else if s.first > 0 && l.lastLSN < s.first-1 {
@@ -102,7 +128,7 @@ func Open(dir string) (*Log, error) {
 			return nil, err
 		}
 	} else {
-		f, err := os.OpenFile(l.segs[len(l.segs)-1].path, os.O_WRONLY|os.O_APPEND|oDSync, 0o644)
+		f, err := os.OpenFile(l.segs[len(l.segs)-1].path, os.O_WRONLY|oDSync, 0o644)
 		if err != nil {
 			return nil, fmt.Errorf("wal: %w", err)
 		}
@@ -111,9 +137,12 @@ func Open(dir string) (*Log, error) {
 	return l, nil
 }
 
-// scanSegment validates a segment and returns the offset after its last
-// good entry. In the last segment a bad entry marks the torn tail; elsewhere it is corruption.
-func scanSegment(path string, last bool) (end int64, lastLSN uint64, err error) {
+// scanSegment validates a segment whose first entry is first and returns
+// the offset after its last good entry. A finished segment (upTo > 0) ends
+// at its entry upTo, whatever follows (a recycled file's stale entries); a
+// bad entry before it is corruption. The current segment (upTo == 0) ends
+// at its first torn, corrupt or stale entry: the tail a crash left.
+func scanSegment(path string, first, upTo uint64) (end int64, lastLSN uint64, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, 0, fmt.Errorf("wal: %w", err)
@@ -121,13 +150,16 @@ func scanSegment(path string, last bool) (end int64, lastLSN uint64, err error) 
 	defer f.Close()
 	r := bufio.NewReaderSize(f, 1<<20)
 	var buf []byte
-	for {
+	for next := first; upTo == 0 || next <= upTo; next++ {
 		lsn, payload, n, err := readEntry(r, buf)
 		if err == io.EOF {
 			return end, lastLSN, nil
 		}
+		if err == nil && lsn != next {
+			err = fmt.Errorf("entry %d where %d was due", lsn, next)
+		}
 		if err != nil {
-			if last {
+			if upTo == 0 {
 				return end, lastLSN, nil
 			}
 			return 0, 0, fmt.Errorf("%w: %s at offset %d: %v", ErrCorrupt, path, end, err)
@@ -136,6 +168,7 @@ func scanSegment(path string, last bool) (end int64, lastLSN uint64, err error) 
 		end += int64(n)
 		lastLSN = lsn
 	}
+	return end, lastLSN, nil
 }
 
 func readEntry(r io.Reader, buf []byte) (lsn uint64, payload []byte, n int, err error) {
@@ -213,7 +246,7 @@ func (l *Log) AppendFramed(frame []byte) (uint64, error) {
 	binary.LittleEndian.PutUint32(frame[0:4], uint32(len(payload)))
 	binary.LittleEndian.PutUint64(frame[8:16], lsn)
 	binary.LittleEndian.PutUint32(frame[4:8], crc32.Update(crc32.Checksum(frame[8:16], crcTable), crcTable, payload))
-	if _, err := l.f.Write(frame); err != nil {
+	if _, err := l.f.WriteAt(frame, l.size); err != nil {
 		// The file may now hold a partial entry; cut it so the next append
 		// starts clean. If even that fails, appending after the garbage would
 		// hide later entries behind a "torn tail": refuse further writes.
@@ -238,11 +271,15 @@ func (l *Log) AppendFramed(frame []byte) (uint64, error) {
 	return lsn, nil
 }
 
-// rotate starts a new segment whose name is the next LSN. Called with mu held.
+// rotate starts a new segment whose name is the next LSN, a spare if there
+// is one. Called with mu held.
 func (l *Log) rotate() error {
 	first := l.lastLSN + 1
 	path := filepath.Join(l.dir, segName(first))
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_APPEND|oDSync, 0o644)
+	f, err := l.reuseSpare(path)
+	if f == nil && err == nil {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|oDSync, 0o644)
+	}
 	if err != nil {
 		return fmt.Errorf("wal: new segment: %w", err)
 	}
@@ -256,9 +293,27 @@ func (l *Log) rotate() error {
 			return fmt.Errorf("wal: close segment: %w", err)
 		}
 	}
+	if n := len(l.segs); n > 0 {
+		l.segs[n-1].end = l.size
+	}
 	l.f, l.size = f, 0
 	l.segs = append(l.segs, segment{first: first, path: path})
 	return nil
+}
+
+// reuseSpare renames a spare to path and opens it for writing; nil, nil
+// when no spare could be had. Called with mu held.
+func (l *Log) reuseSpare(path string) (*os.File, error) {
+	for len(l.spares) > 0 {
+		n := len(l.spares)
+		spare := l.spares[n-1]
+		l.spares = l.spares[:n-1]
+		if err := os.Rename(spare, path); err != nil {
+			continue // gone or unusable: try the next, else a new file
+		}
+		return os.OpenFile(path, os.O_WRONLY|oDSync, 0o644)
+	}
+	return nil, nil
 }
 
 // syncDir makes a new or removed file name durable.
@@ -290,12 +345,14 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 		if err != nil {
 			return fmt.Errorf("wal: %w", err)
 		}
-		var src io.Reader = f
+		// A finished segment ends at its recorded end (a recycled file
+		// holds stale entries after it); in the current one the appender
+		// may be mid-write past the durable size.
+		end := s.end
 		if i == len(segs)-1 {
-			// The appender may be mid-write past this point; read only what was durable.
-			src = io.LimitReader(f, lastSize)
+			end = lastSize
 		}
-		r := bufio.NewReaderSize(src, 1<<20)
+		r := bufio.NewReaderSize(io.LimitReader(f, end), 1<<20)
 		for {
 			lsn, payload, _, err := readEntry(r, buf)
 			if err == io.EOF {
@@ -322,26 +379,35 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 	return nil
 }
 
-// Release deletes segments whose entries are all ≤ upTo (applied elsewhere).
-// The current segment is never deleted.
+// Release retires segments whose entries are all ≤ upTo (applied
+// elsewhere): up to maxSpares become spares, the rest are deleted. The
+// current segment is never retired.
 func (l *Log) Release(upTo uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	removed := 0
+	retired := 0
 	for len(l.segs) > 1 && l.segs[1].first <= upTo+1 {
-		if err := os.Remove(l.segs[0].path); err != nil && !os.IsNotExist(err) {
+		s := l.segs[0]
+		if len(l.spares) < maxSpares {
+			spare := filepath.Join(l.dir, spareName(s.first))
+			if err := os.Rename(s.path, spare); err != nil {
+				return fmt.Errorf("wal: release: %w", err)
+			}
+			l.spares = append(l.spares, spare)
+		} else if err := os.Remove(s.path); err != nil && !os.IsNotExist(err) {
 			return fmt.Errorf("wal: release: %w", err)
 		}
 		l.segs = l.segs[1:]
-		removed++
+		retired++
 	}
-	if removed > 0 {
+	if retired > 0 {
 		return syncDir(l.dir)
 	}
 	return nil
 }
 
-// Close closes the current segment.
+// Close closes the current segment and deletes the spares: a log at rest
+// keeps no disk space it does not need.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -350,5 +416,11 @@ func (l *Log) Close() error {
 	}
 	err := l.f.Close()
 	l.f = nil
+	for _, spare := range l.spares {
+		if rerr := os.Remove(spare); rerr != nil && !os.IsNotExist(rerr) && err == nil {
+			err = fmt.Errorf("wal: remove spare: %w", rerr)
+		}
+	}
+	l.spares = nil
 	return err
 }

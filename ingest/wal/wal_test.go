@@ -1,10 +1,13 @@
 package wal
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -137,5 +140,162 @@ func TestAppendFramed(t *testing.T) {
 	}
 	if _, err := l.AppendFramed(make([]byte, HeaderSize-1)); err == nil {
 		t.Fatal("a frame without header room was accepted")
+	}
+}
+
+// TestRecycledSegments: released segments come back as new ones, written
+// over from their start. Their stale entries must never be read: not by
+// Replay, not by Open, whether the log was closed cleanly, torn mid-write,
+// or stopped right after a spare was renamed into place.
+func TestRecycledSegments(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Long entries first, so each spare is longer than what the short
+	// entries written over it later cover: a stale tail stays behind.
+	l.segSize = 200
+	entry := func(i int) string {
+		if i <= 20 {
+			return fmt.Sprintf("long-entry-%02d-%s", i, strings.Repeat("x", 80))
+		}
+		return fmt.Sprintf("short-%02d", i)
+	}
+	for i := 1; i <= 20; i++ {
+		if _, err := l.Append([]byte(entry(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Release(16); err != nil {
+		t.Fatal(err)
+	}
+	spares, _ := filepath.Glob(filepath.Join(dir, "*.spare"))
+	if len(spares) != maxSpares {
+		t.Fatalf("%d spares after release, want %d", len(spares), maxSpares)
+	}
+	for i := 21; i <= 40; i++ {
+		if _, err := l.Append([]byte(entry(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if spares, _ = filepath.Glob(filepath.Join(dir, "*.spare")); len(spares) != 0 {
+		t.Fatalf("spares not reused: %v", spares)
+	}
+	want := func(from, to int) []string {
+		var w []string
+		for i := from; i <= to; i++ {
+			w = append(w, fmt.Sprintf("%d:%s", i, entry(i)))
+		}
+		return w
+	}
+	if got := collect(t, l, 16); !slices.Equal(got, want(17, 40)) {
+		t.Fatalf("replay over recycled segments:\n got %v\nwant %v", got, want(17, 40))
+	}
+	l.Close()
+
+	applied := 16 // what Release was told: replays start after it
+	reopen := func(wantLast int) *Log {
+		t.Helper()
+		l, err := Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.segSize = 200
+		if got := l.LastLSN(); got != uint64(wantLast) {
+			t.Fatalf("LastLSN after reopen = %d, want %d", got, wantLast)
+		}
+		if got := collect(t, l, uint64(applied)); !slices.Equal(got, want(applied+1, wantLast)) {
+			t.Fatalf("replay after reopen:\n got %v\nwant %v", got, want(applied+1, wantLast))
+		}
+		return l
+	}
+	l = reopen(40)
+	// The next rotation takes a spare: release, then fill the current
+	// segment until a new one (a renamed spare) is current.
+	applied = 38
+	if err := l.Release(uint64(applied)); err != nil {
+		t.Fatal(err)
+	}
+	segs := func() []string { s, _ := filepath.Glob(filepath.Join(dir, "*.wal")); return s }
+	before := len(segs())
+	i := 41
+	for ; len(segs()) == before && i < 1000; i++ {
+		if _, err := l.Append([]byte(entry(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(segs()) == before {
+		t.Fatal("no rotation into a spare")
+	}
+	last := i - 1
+	cur, off := l.segs[len(l.segs)-1], l.size
+	crash(l)
+	// A crash tore the current segment's next write: a header and part of
+	// a payload over the stale bytes.
+	if st, err := os.Stat(cur.path); err != nil || st.Size() <= off {
+		t.Fatalf("the reused segment has no stale tail (%v, entries end at %d)", err, off)
+	}
+	var h [headerSize]byte
+	binary.LittleEndian.PutUint32(h[0:4], 50)
+	binary.LittleEndian.PutUint64(h[8:16], uint64(last+1))
+	writeAt(t, cur.path, append(h[:], "partial"...), off)
+	l = reopen(last)
+	if lsn, err := l.Append([]byte(entry(last + 1))); err != nil || lsn != uint64(last+1) {
+		t.Fatalf("append after repair: %d %v", lsn, err)
+	}
+	last++
+	applied = last
+	if err := l.Release(uint64(applied)); err != nil {
+		t.Fatal(err)
+	}
+	crash(l)
+	// A crash right after a spare was renamed into place as the next
+	// segment: it holds nothing but stale entries.
+	spares, _ = filepath.Glob(filepath.Join(dir, "*.spare"))
+	if len(spares) == 0 {
+		t.Fatal("no spare to rename")
+	}
+	if err := os.Rename(spares[0], filepath.Join(dir, segName(uint64(last+1)))); err != nil {
+		t.Fatal(err)
+	}
+	l = reopen(last)
+	if lsn, err := l.Append([]byte(entry(last + 1))); err != nil || lsn != uint64(last+1) {
+		t.Fatalf("append into the renamed spare: %d %v", lsn, err)
+	}
+	if err := l.Release(uint64(last)); err != nil {
+		t.Fatal(err)
+	}
+	// A clean Close leaves no spares behind.
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if spares, _ = filepath.Glob(filepath.Join(dir, "*.spare")); len(spares) != 0 {
+		t.Fatalf("spares after Close: %v", spares)
+	}
+	l = reopen(last + 1)
+	defer l.Close()
+	if got := collect(t, l, uint64(applied)); !slices.Equal(got, want(applied+1, last+1)) {
+		t.Fatalf("replay:\n got %v\nwant %v", got, want(applied+1, last+1))
+	}
+}
+
+// crash abandons l as a killed process would: no Close, spares stay.
+func crash(l *Log) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.f.Close()
+	l.f = nil
+}
+
+func writeAt(t *testing.T, path string, b []byte, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
 	}
 }
