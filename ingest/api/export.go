@@ -1,12 +1,13 @@
 package api
 
 import (
-	"compress/gzip"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/enrich"

@@ -1,12 +1,13 @@
 package api
 
 import (
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/lookup"

@@ -4,13 +4,14 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/klauspost/compress/gzip"
 )
 
 // MaxLineBytes bounds one exported event. /import refuses records over

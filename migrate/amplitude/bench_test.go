@@ -1,7 +1,9 @@
 package amplitude
 
 import (
+	"archive/zip"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
 	"log/slog"
@@ -113,4 +115,41 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// The archive reader alone: a zip of hourly gzipped NDJSON files (as the
+// Export API sends) → lines, per byte of uncompressed NDJSON.
+func BenchmarkArchiveLines(b *testing.B) {
+	var raw int64
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for h := range 4 {
+		f, err := zw.CreateHeader(&zip.FileHeader{Name: fmt.Sprintf("187520/187520_2024-03-01_%d#0.json.gz", h), Method: zip.Store})
+		if err != nil {
+			b.Fatal(err)
+		}
+		gz := gzip.NewWriter(f)
+		for i := range 5000 {
+			line := append(benchLine(h*5000+i, hour(1, h)), '\n')
+			raw += int64(len(line))
+			gz.Write(line)
+		}
+		if err := gz.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := zw.Close(); err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(raw)
+	for b.Loop() {
+		zr, err := zip.NewReader(bytes.NewReader(buf.Bytes()), int64(buf.Len()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		n := 0
+		if err := readZip(zr, func(Location, []byte) error { n++; return nil }); err != nil || n != 20000 {
+			b.Fatalf("%d lines, %v", n, err)
+		}
+	}
 }
