@@ -406,7 +406,8 @@ func (l *Log) Release(upTo uint64) error {
 	return nil
 }
 
-// Close closes the current segment and deletes the spares: a log at rest
+// Close closes the current segment, cut to its entries (a recycled one
+// holds stale bytes past them), and deletes the spares: a log at rest
 // keeps no disk space it does not need.
 func (l *Log) Close() error {
 	l.mu.Lock()
@@ -414,7 +415,7 @@ func (l *Log) Close() error {
 	if l.f == nil {
 		return nil
 	}
-	err := l.f.Close()
+	err := errors.Join(l.f.Truncate(l.size), l.f.Close())
 	l.f = nil
 	for _, spare := range l.spares {
 		if rerr := os.Remove(spare); rerr != nil && !os.IsNotExist(rerr) && err == nil {

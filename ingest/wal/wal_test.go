@@ -266,12 +266,18 @@ func TestRecycledSegments(t *testing.T) {
 	if err := l.Release(uint64(last)); err != nil {
 		t.Fatal(err)
 	}
-	// A clean Close leaves no spares behind.
+	// A clean Close leaves no spares and no stale bytes behind.
+	curPath, size := l.segs[len(l.segs)-1].path, l.size
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	if spares, _ = filepath.Glob(filepath.Join(dir, "*.spare")); len(spares) != 0 {
 		t.Fatalf("spares after Close: %v", spares)
+	}
+	if st, err := os.Stat(curPath); err != nil {
+		t.Fatal(err)
+	} else if st.Size() != size {
+		t.Fatalf("current segment after Close: %d bytes, want %d", st.Size(), size)
 	}
 	l = reopen(last + 1)
 	defer l.Close()
