@@ -55,7 +55,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // ErrCorrupt reports damage to entries that had been made durable.
 var ErrCorrupt = errors.New("wal: corrupt entry")
 
-// Log is safe for one appender and concurrent readers.
+// Log is safe for one appender and concurrent readers, given Release's rule.
 type Log struct {
 	dir     string
 	segSize int64
@@ -381,7 +381,9 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 
 // Release retires segments whose entries are all ≤ upTo (applied
 // elsewhere): up to maxSpares become spares, the rest are deleted. The
-// current segment is never retired.
+// current segment is never retired. A spare is overwritten by the next
+// rotation, so no Replay may still be reading entries ≤ upTo (the store's
+// loader is the one caller of both, in turn).
 func (l *Log) Release(upTo uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
