@@ -55,7 +55,7 @@ var crcTable = crc32.MakeTable(crc32.Castagnoli)
 // ErrCorrupt reports damage to entries that had been made durable.
 var ErrCorrupt = errors.New("wal: corrupt entry")
 
-// Log is safe for one appender and concurrent readers, given Release's rule.
+// Log is safe for one appender and concurrent readers.
 type Log struct {
 	dir     string
 	segSize int64
@@ -66,6 +66,7 @@ type Log struct {
 	size    int64    // of the current segment's entries
 	lastLSN uint64   // of the last appended entry
 	spares  []string // released segments, to be overwritten by the next ones
+	readers int      // Replays in progress: Release then deletes, never recycles
 }
 
 type segment struct {
@@ -124,6 +125,14 @@ func Open(dir string) (*Log, error) {
 		}
 	}
 	if len(l.segs) == 0 {
+		// Spares without a segment to order them by could hold entries
+		// with the very LSNs a new log starts from: never reuse them.
+		for _, spare := range l.spares {
+			if err := os.Remove(spare); err != nil && !os.IsNotExist(err) {
+				return nil, fmt.Errorf("wal: %w", err)
+			}
+		}
+		l.spares = nil
 		if err := l.rotate(); err != nil {
 			return nil, err
 		}
@@ -148,12 +157,19 @@ func scanSegment(path string, first, upTo uint64) (end int64, lastLSN uint64, er
 		return 0, 0, fmt.Errorf("wal: %w", err)
 	}
 	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return 0, 0, fmt.Errorf("wal: %w", err)
+	}
 	r := bufio.NewReaderSize(f, 1<<20)
 	var buf []byte
 	for next := first; upTo == 0 || next <= upTo; next++ {
-		lsn, payload, n, err := readEntry(r, buf)
-		if err == io.EOF {
+		lsn, payload, n, err := readEntry(r, buf, st.Size()-end)
+		if err == io.EOF && upTo == 0 {
 			return end, lastLSN, nil
+		}
+		if err == io.EOF {
+			err = fmt.Errorf("entries %d-%d missing", next, upTo)
 		}
 		if err == nil && lsn != next {
 			err = fmt.Errorf("entry %d where %d was due", lsn, next)
@@ -171,7 +187,10 @@ func scanSegment(path string, first, upTo uint64) (end int64, lastLSN uint64, er
 	return end, lastLSN, nil
 }
 
-func readEntry(r io.Reader, buf []byte) (lsn uint64, payload []byte, n int, err error) {
+// readEntry reads the entry at r, of which at most avail bytes remain: a
+// length beyond them is a torn or stale header, refused before it could
+// make a large allocation.
+func readEntry(r io.Reader, buf []byte, avail int64) (lsn uint64, payload []byte, n int, err error) {
 	var h [headerSize]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		if err == io.EOF {
@@ -182,7 +201,7 @@ func readEntry(r io.Reader, buf []byte) (lsn uint64, payload []byte, n int, err 
 	size := binary.LittleEndian.Uint32(h[0:4])
 	sum := binary.LittleEndian.Uint32(h[4:8])
 	lsn = binary.LittleEndian.Uint64(h[8:16])
-	if size > MaxEntry {
+	if size > MaxEntry || int64(size) > avail-headerSize {
 		return 0, nil, 0, fmt.Errorf("entry length %d out of range", size)
 	}
 	if cap(buf) < int(size) {
@@ -309,7 +328,8 @@ func (l *Log) reuseSpare(path string) (*os.File, error) {
 		spare := l.spares[n-1]
 		l.spares = l.spares[:n-1]
 		if err := os.Rename(spare, path); err != nil {
-			continue // gone or unusable: try the next, else a new file
+			_ = os.Remove(spare) // gone or unusable: try the next, else a new file
+			continue
 		}
 		return os.OpenFile(path, os.O_WRONLY|oDSync, 0o644)
 	}
@@ -335,7 +355,13 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 	l.mu.Lock()
 	segs := append([]segment(nil), l.segs...)
 	last, lastSize := l.lastLSN, l.size
+	l.readers++
 	l.mu.Unlock()
+	defer func() {
+		l.mu.Lock()
+		l.readers--
+		l.mu.Unlock()
+	}()
 	var buf []byte
 	for i, s := range segs {
 		if i+1 < len(segs) && segs[i+1].first <= after+1 {
@@ -353,8 +379,8 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 			end = lastSize
 		}
 		r := bufio.NewReaderSize(io.LimitReader(f, end), 1<<20)
-		for {
-			lsn, payload, _, err := readEntry(r, buf)
+		for pos := int64(0); ; {
+			lsn, payload, n, err := readEntry(r, buf, end-pos)
 			if err == io.EOF {
 				break
 			}
@@ -363,6 +389,7 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 				return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
 			}
 			buf = payload[:0]
+			pos += int64(n)
 			if lsn > last {
 				break // appended after Replay began; the next call reads it
 			}
@@ -382,15 +409,15 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 // Release retires segments whose entries are all ≤ upTo (applied
 // elsewhere): up to maxSpares become spares, the rest are deleted. The
 // current segment is never retired. A spare is overwritten by the next
-// rotation, so no Replay may still be reading entries ≤ upTo (the store's
-// loader is the one caller of both, in turn).
+// rotation, so while a Replay runs (it may be reading one) segments are
+// deleted instead: an open file keeps a deleted file's data.
 func (l *Log) Release(upTo uint64) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	retired := 0
 	for len(l.segs) > 1 && l.segs[1].first <= upTo+1 {
 		s := l.segs[0]
-		if len(l.spares) < maxSpares {
+		if len(l.spares) < maxSpares && l.readers == 0 {
 			spare := filepath.Join(l.dir, spareName(s.first))
 			if err := os.Rename(s.path, spare); err != nil {
 				return fmt.Errorf("wal: release: %w", err)
@@ -408,22 +435,29 @@ func (l *Log) Release(upTo uint64) error {
 	return nil
 }
 
-// Close closes the current segment, cut to its entries (a recycled one
-// holds stale bytes past them), and deletes the spares: a log at rest
-// keeps no disk space it does not need.
+// Close cuts every segment to its entries (a recycled one holds stale
+// bytes past them), closes the current one and deletes the spares: a log
+// at rest keeps no disk space it does not need, and its files are what the
+// code before recycling wrote.
 func (l *Log) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.f == nil {
-		return nil
+	var errs []error
+	if l.f != nil {
+		errs = append(errs, l.f.Truncate(l.size), l.f.Close())
+		l.f = nil
+		for _, s := range l.segs[:len(l.segs)-1] {
+			errs = append(errs, os.Truncate(s.path, s.end))
+		}
 	}
-	err := errors.Join(l.f.Truncate(l.size), l.f.Close())
-	l.f = nil
 	for _, spare := range l.spares {
-		if rerr := os.Remove(spare); rerr != nil && !os.IsNotExist(rerr) && err == nil {
-			err = fmt.Errorf("wal: remove spare: %w", rerr)
+		if err := os.Remove(spare); err != nil && !os.IsNotExist(err) {
+			errs = append(errs, err)
 		}
 	}
 	l.spares = nil
-	return err
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("wal: close: %w", err)
+	}
+	return nil
 }

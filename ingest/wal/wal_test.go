@@ -1,9 +1,11 @@
 package wal
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -303,5 +305,154 @@ func writeAt(t *testing.T, path string, b []byte, off int64) {
 	defer f.Close()
 	if _, err := f.WriteAt(b, off); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A Replay still reading a segment when Release retires it must not see the
+// file overwritten by the next rotation: while a Replay runs, Release
+// deletes (an open file keeps a deleted file's data) instead of recycling.
+func TestReplayDuringReleaseAndRotation(t *testing.T) {
+	l, err := Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.segSize = 4 << 20
+	const size = 64 << 10
+	entry := func(lsn uint64) []byte {
+		p := make([]byte, size)
+		binary.LittleEndian.PutUint64(p, lsn)
+		return p
+	}
+	for len(l.segs) < 3 || l.size < l.segSize-size {
+		if _, err := l.Append(entry(l.LastLSN() + 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	last, second := l.LastLSN(), l.segs[1].first
+	var got []uint64
+	err = l.Replay(0, func(lsn uint64, p []byte) error {
+		if binary.LittleEndian.Uint64(p) != lsn {
+			return fmt.Errorf("entry %d holds the payload of %d", lsn, binary.LittleEndian.Uint64(p))
+		}
+		got = append(got, lsn)
+		if lsn == 1 {
+			// Retire the segment being read, then write well past the
+			// reader's buffer into whatever the next segment is.
+			if err := l.Release(second - 1); err != nil {
+				return err
+			}
+			n := len(l.segs)
+			for len(l.segs) == n || l.size < 3<<20 {
+				if _, err := l.Append(entry(l.LastLSN() + 1)); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, lsn := range got {
+		if lsn != uint64(i+1) {
+			t.Fatalf("replay entry #%d is LSN %d", i, lsn)
+		}
+	}
+	if uint64(len(got)) != last {
+		t.Fatalf("replay read %d entries, want %d", len(got), last)
+	}
+}
+
+// After a clean Close every segment holds exactly its entries (what the
+// code before recycling wrote, so it can open the log), and a finished
+// segment that lost entries is corruption, not a shorter log.
+func TestClosedLogHoldsOnlyEntries(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.segSize = 300
+	for range 12 {
+		if _, err := l.Append(bytes.Repeat([]byte("x"), 100)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Release(l.LastLSN() - 1); err != nil {
+		t.Fatal(err)
+	}
+	for range 60 {
+		if _, err := l.Append([]byte("y")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.wal"))
+	if len(segs) < 3 {
+		t.Fatalf("%d segments", len(segs))
+	}
+	for _, seg := range segs {
+		b, err := os.ReadFile(seg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := bytes.NewReader(b)
+		for {
+			_, _, _, err := readEntry(r, nil, int64(r.Len()))
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s after Close: %v", seg, err)
+			}
+		}
+	}
+	// Cut the last entry off a finished segment.
+	st, _ := os.Stat(segs[1])
+	if err := os.Truncate(segs[1], st.Size()-1-headerSize); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a finished segment missing its last entry: err = %v, want ErrCorrupt", err)
+	}
+}
+
+// Spares with no segment left to order them by are never reused: their
+// stale entries could carry the LSNs a new log starts from.
+func TestOnlySparesLeft(t *testing.T) {
+	dir := t.TempDir()
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.segSize = 200
+	for i := range 20 {
+		if _, err := l.Append(fmt.Appendf(nil, "old-%02d", i+1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := l.Release(l.LastLSN() - 1); err != nil {
+		t.Fatal(err)
+	}
+	crash(l)
+	segs, _ := filepath.Glob(filepath.Join(dir, "*.wal"))
+	for _, s := range segs {
+		if err := os.Remove(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if l, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	crash(l)
+	if l, err = Open(dir); err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if l.LastLSN() != 0 {
+		t.Fatalf("an empty log reopened with LastLSN %d: %v", l.LastLSN(), collect(t, l, 0))
 	}
 }
