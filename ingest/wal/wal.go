@@ -44,7 +44,7 @@ const (
 	// MaxEntry bounds one entry; larger payloads are a caller bug.
 	MaxEntry = 1 << 30
 	// defaultSegmentSize is when the writer moves to a new file, so that
-	// applied history can be deleted a file at a time.
+	// applied history can be retired a file at a time.
 	defaultSegmentSize = 64 << 20
 	// maxSpares is how many released segments are kept for reuse.
 	maxSpares = 2

@@ -151,13 +151,9 @@ func TestAppendFramed(t *testing.T) {
 // or stopped right after a spare was renamed into place.
 func TestRecycledSegments(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Long entries first, so each spare is longer than what the short
 	// entries written over it later cover: a stale tail stays behind.
-	l.segSize = 200
+	l := openSized(t, dir, 200)
 	entry := func(i int) string {
 		if i <= 20 {
 			return fmt.Sprintf("long-entry-%02d-%s", i, strings.Repeat("x", 80))
@@ -199,11 +195,7 @@ func TestRecycledSegments(t *testing.T) {
 	applied := 16 // what Release was told: replays start after it
 	reopen := func(wantLast int) *Log {
 		t.Helper()
-		l, err := Open(dir)
-		if err != nil {
-			t.Fatal(err)
-		}
-		l.segSize = 200
+		l := openSized(t, dir, 200)
 		if got := l.LastLSN(); got != uint64(wantLast) {
 			t.Fatalf("LastLSN after reopen = %d, want %d", got, wantLast)
 		}
@@ -288,6 +280,17 @@ func TestRecycledSegments(t *testing.T) {
 	}
 }
 
+// openSized opens the log in dir with segments of segSize bytes.
+func openSized(t *testing.T, dir string, segSize int64) *Log {
+	t.Helper()
+	l, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.segSize = segSize
+	return l
+}
+
 // crash abandons l as a killed process would: no Close, spares stay.
 func crash(l *Log) {
 	l.mu.Lock()
@@ -312,12 +315,8 @@ func writeAt(t *testing.T, path string, b []byte, off int64) {
 // file overwritten by the next rotation: while a Replay runs, Release
 // deletes (an open file keeps a deleted file's data) instead of recycling.
 func TestReplayDuringReleaseAndRotation(t *testing.T) {
-	l, err := Open(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := openSized(t, t.TempDir(), 4<<20)
 	defer l.Close()
-	l.segSize = 4 << 20
 	const size = 64 << 10
 	entry := func(lsn uint64) []byte {
 		p := make([]byte, size)
@@ -331,7 +330,7 @@ func TestReplayDuringReleaseAndRotation(t *testing.T) {
 	}
 	last, second := l.LastLSN(), l.segs[1].first
 	var got []uint64
-	err = l.Replay(0, func(lsn uint64, p []byte) error {
+	err := l.Replay(0, func(lsn uint64, p []byte) error {
 		if binary.LittleEndian.Uint64(p) != lsn {
 			return fmt.Errorf("entry %d holds the payload of %d", lsn, binary.LittleEndian.Uint64(p))
 		}
@@ -369,11 +368,7 @@ func TestReplayDuringReleaseAndRotation(t *testing.T) {
 // segment that lost entries is corruption, not a shorter log.
 func TestClosedLogHoldsOnlyEntries(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.segSize = 300
+	l := openSized(t, dir, 300)
 	for range 12 {
 		if _, err := l.Append(bytes.Repeat([]byte("x"), 100)); err != nil {
 			t.Fatal(err)
@@ -424,11 +419,7 @@ func TestClosedLogHoldsOnlyEntries(t *testing.T) {
 // stale entries could carry the LSNs a new log starts from.
 func TestOnlySparesLeft(t *testing.T) {
 	dir := t.TempDir()
-	l, err := Open(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.segSize = 200
+	l := openSized(t, dir, 200)
 	for i := range 20 {
 		if _, err := l.Append(fmt.Appendf(nil, "old-%02d", i+1)); err != nil {
 			t.Fatal(err)
@@ -444,13 +435,8 @@ func TestOnlySparesLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if l, err = Open(dir); err != nil {
-		t.Fatal(err)
-	}
-	crash(l)
-	if l, err = Open(dir); err != nil {
-		t.Fatal(err)
-	}
+	crash(openSized(t, dir, 200)) // before anything was appended
+	l = openSized(t, dir, 200)
 	defer l.Close()
 	if l.LastLSN() != 0 {
 		t.Fatalf("an empty log reopened with LastLSN %d: %v", l.LastLSN(), collect(t, l, 0))
