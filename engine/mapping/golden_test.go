@@ -112,3 +112,43 @@ func TestGoldenProfiles(t *testing.T) {
 		})
 	}
 }
+
+// With CommonTags the run's tags leave the records for Records.Common, and
+// the validated events with the common properties spliced back are exactly
+// those of the plain mapping.
+func TestCommonTags(t *testing.T) {
+	validate := func(common bool) ([]store.Event, []byte) {
+		m, err := New(Options{Import: eventsImport(), Project: importspec.Project{ID: 1, Simplified: true}, RunID: "run-1",
+			Schema: wideConnSchema(), CommonTags: common}, wideSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := buildWide(wideRows())
+		defer rec.Release()
+		var out Records
+		m.Map(rec, &out)
+		var v Validator
+		var batch store.Batch
+		if errs := v.Events(1, t0.Add(time.Hour), &out, 0, &batch); len(errs) != len(out.Errs) {
+			t.Fatalf("validator refused mapped records: %+v", errs[len(out.Errs):])
+		}
+		return batch.Events, batch.Common
+	}
+	plain, none := validate(false)
+	split, common := validate(true)
+	if none != nil || string(common) != `{"$warehouse_import_id":"demo-events","$warehouse_import_job_id":"run-1","$import":true,"$source":"warehouse-import"}` {
+		t.Fatalf("common properties: %s without CommonTags, %s with", none, common)
+	}
+	if len(plain) != len(split) || len(plain) == 0 {
+		t.Fatalf("%d events without CommonTags, %d with", len(plain), len(split))
+	}
+	for i := range plain {
+		p, s := plain[i], split[i]
+		if got := store.SpliceProps(nil, s.Props, common); string(got) != string(p.Props) || bytes.Contains(s.Props, []byte(`"$import"`)) {
+			t.Fatalf("event %d: props %s spliced to %s, want %s", i, s.Props, got, p.Props)
+		}
+		if s.Key != p.Key || s.InsertID != p.InsertID || s.Name != p.Name || s.DistinctID != p.DistinctID || s.TimeMs != p.TimeMs {
+			t.Fatalf("event %d differs beyond its props: %+v vs %+v", i, s, p)
+		}
+	}
+}

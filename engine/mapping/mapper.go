@@ -39,6 +39,7 @@ type Mapper struct {
 	event, tm, user, device, did, iid, jsonCol, key int
 	staticEvent                                     []byte
 	tags                                            []byte
+	common                                          []byte   // the tags as an object, with Options.CommonTags
 	pkCols                                          []int    // key columns for $insert_id; nil: hash the whole row
 	extraCols                                       []int    // columns not in the record, hashed when pkCols is nil
 	extraTags                                       [][]byte // 0x1f and the name of each extraCols column
@@ -197,6 +198,9 @@ func (m *Mapper) addLeaves(col int, v *venc, path []int, name string) {
 	m.props = append(m.props, l)
 }
 
+// tagBytes returns what ends each event: the run's tags and the record's
+// closing braces, or only the braces when the tags are common (then
+// m.common holds them as an object).
 func (m *Mapper) tagBytes() []byte {
 	if m.typ != importspec.EventStream {
 		return nil
@@ -205,7 +209,12 @@ func (m *Mapper) tagBytes() []byte {
 	b = jsonw.String(b, m.opt.Import.ID)
 	b = append(b, `,"$warehouse_import_job_id":`...)
 	b = jsonw.String(b, m.opt.RunID)
-	return append(b, `,"$import":true,"$source":"warehouse-import"}}`...) // and the record's end
+	b = append(b, `,"$import":true,"$source":"warehouse-import"`...)
+	if m.opt.CommonTags {
+		m.common = append(append([]byte{'{'}, b[1:]...), '}')
+		return []byte("}}")
+	}
+	return append(b, "}}"...)
 }
 
 // Plan reports how each source column is mapped.

@@ -22,7 +22,11 @@ type Validator struct {
 // returned too, so the result is every row of the batch that failed.
 func (v *Validator) Events(project int64, now time.Time, r *Records, rowOffset int64, batch *store.Batch) []RowError {
 	v.recs = r.Slices(v.recs[:0])
-	fails := v.dec.Decode(record.Options{Project: project, Strict: true, Now: now, Canonical: !v.general}, v.recs, batch)
+	opt := record.Options{Project: project, Strict: true, Now: now, Canonical: !v.general}
+	if r.Common != nil {
+		batch.Common, opt.CommonProps = r.Common, runTags
+	}
+	fails := v.dec.Decode(opt, v.recs, batch)
 	errs := make([]RowError, 0, len(r.Errs)+len(fails))
 	for _, e := range r.Errs {
 		e.Row += rowOffset

@@ -131,7 +131,7 @@ func (b *batcher) mapBatch(rec arrow.RecordBatch, s *slot) (ok bool, err error) 
 	p := b.p
 	im := p.im
 	if b.m == nil {
-		if b.m, err = mapping.New(mapping.Options{Import: im, Project: p.project, RunID: p.opt.RunID, Schema: b.schema}, rec.Schema()); err != nil {
+		if b.m, err = mapping.New(mapping.Options{Import: im, Project: p.project, RunID: p.opt.RunID, Schema: b.schema, CommonTags: true}, rec.Schema()); err != nil {
 			return false, connectors.Permanent(err)
 		}
 	}

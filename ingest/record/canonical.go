@@ -105,7 +105,7 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 	if s.hi && !utf8.Valid(rec) {
 		return false
 	}
-	if len(s.keys)+3 > maxMembers || !d.uniqueKeys() {
+	if len(s.keys)+3+opt.CommonProps > maxMembers || !d.uniqueKeys() {
 		return false
 	}
 	ms, ok := msFromNumber(timeRaw)

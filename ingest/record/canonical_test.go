@@ -217,3 +217,27 @@ func FuzzCanonical(f *testing.F) {
 		decodeBoth(t, opt, [][]byte{rec, rec})
 	})
 }
+
+// Properties a record also carries through store.Batch.Common count toward
+// the limit of 255, on the one-pass path and the general one alike.
+func TestCommonPropsCount(t *testing.T) {
+	opt := strictOpts()
+	opt.CommonProps = 4
+	ok := canon("e", "1748736000000", "u1", iid36, members(247)) // 3 + 247 + 4 = 254
+	over := canon("e", "1748736000000", "u1", iid36, members(248))
+	var d Decoder
+	var b store.Batch
+	if !d.canonical(&opt, []byte(ok), opt.Now.UnixMilli(), &b) || d.canonical(&opt, []byte(over), opt.Now.UnixMilli(), &b) {
+		t.Fatal("the one-pass path did not count the common properties")
+	}
+	for _, canonical := range []bool{false, true} {
+		opt.Canonical = canonical
+		if _, fails := decode(t, opt, ok); len(fails) != 0 {
+			t.Fatalf("canonical=%v: 254 properties refused: %+v", canonical, fails)
+		}
+		_, fails := decode(t, opt, over)
+		if len(fails) != 1 || fails[0].Message != "'properties' is invalid: an event must have fewer than 255 properties" {
+			t.Fatalf("canonical=%v: 255 properties: %+v", canonical, fails)
+		}
+	}
+}

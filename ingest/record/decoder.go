@@ -34,6 +34,9 @@ type Options struct {
 	// from $user_id / $device_id, and each mode turns its identity events
 	// into out.Changes. Zero: no identity handling (events as sent).
 	Mode identity.Mode
+	// CommonProps is how many properties every record also carries
+	// through store.Batch.Common; they count toward the limit of 255.
+	CommonProps int
 }
 
 // Failure is one item of the 400 body's failed_records.
@@ -187,9 +190,12 @@ func (d *Decoder) record(opt *Options, rec []byte, out *store.Batch) bool {
 			return d.fail("properties", "'properties' is invalid: must be an object")
 		}
 	}
-	if len(d.props) > maxMembers {
-		return d.fail("properties."+sanitize(d.props[maxMembers].k),
-			"'properties' is invalid: an event must have fewer than 255 properties")
+	if len(d.props)+opt.CommonProps > maxMembers {
+		k := "properties"
+		if i := max(maxMembers-opt.CommonProps, 0); i < len(d.props) {
+			k += "." + sanitize(d.props[i].k)
+		}
+		return d.fail(k, "'properties' is invalid: an event must have fewer than 255 properties")
 	}
 	nowMs := opt.Now.UnixMilli()
 	if name == "$merge" {

@@ -81,6 +81,12 @@ type Batch struct {
 	// usage counter their stored events add to (see Usage). "" counts as
 	// SourceOther.
 	Source string
+	// Common, when set, is a JSON object of properties every event of the
+	// batch has besides its own Props (a sync run's tags): a store may keep
+	// it once for all of them. Scans return each event's Props with
+	// Common's members after its own (SpliceProps). The writer guarantees
+	// that no event's Props has a key of Common.
+	Common []byte
 }
 
 // WriteResult counts what a write did. Duplicates were acknowledged but not

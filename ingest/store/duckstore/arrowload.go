@@ -52,6 +52,7 @@ var eventSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "seq", Type: arrow.PrimitiveTypes.Int64},
 	{Name: "k_hi", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 	{Name: "k_lo", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
+	{Name: "common", Type: arrow.PrimitiveTypes.Int64, Nullable: true},
 }, nil)
 
 const insertSQL = `INSERT INTO events SELECT * FROM ` + loadView
@@ -83,6 +84,11 @@ type eventChunk struct {
 	// has all three or none); nulls counts the unset bits.
 	keyed    []byte
 	nulls    int
+	common   []int64 // common_props id; 0 with its bit unset in hasCommon
+	// hasCommon is the validity bitmap of common; commonNulls counts its
+	// unset bits.
+	hasCommon   []byte
+	commonNulls int
 	rows     int
 	bytes    int // string bytes so far
 	maxBytes int // full at this many string bytes
@@ -103,11 +109,20 @@ func (c *eventChunk) reset() {
 	c.props.reset()
 	c.keyed = c.keyed[:0]
 	c.nulls, c.rows, c.bytes = 0, 0, 0
+	c.common, c.hasCommon, c.commonNulls = c.common[:0], c.hasCommon[:0], 0
 }
 
-func (c *eventChunk) add(e *logEvent) {
+// add appends e; common is its common_props id, 0 for none.
+func (c *eventChunk) add(e *logEvent, common int64) {
 	if c.rows%8 == 0 {
 		c.keyed = append(c.keyed, 0)
+		c.hasCommon = append(c.hasCommon, 0)
+	}
+	c.common = append(c.common, common)
+	if common != 0 {
+		c.hasCommon[c.rows/8] |= 1 << (c.rows % 8)
+	} else {
+		c.commonNulls++
 	}
 	c.project = append(c.project, e.project)
 	c.name.add(e.name)
@@ -137,9 +152,12 @@ func (c *eventChunk) discard() { c.reset() }
 // valid until the next reset.
 func (c *eventChunk) record() arrow.RecordBatch {
 	n := c.rows
-	var valid *memory.Buffer
+	var valid, validCommon *memory.Buffer
 	if c.nulls > 0 {
 		valid = memory.NewBufferBytes(c.keyed)
+	}
+	if c.commonNulls > 0 {
+		validCommon = memory.NewBufferBytes(c.hasCommon)
 	}
 	i64 := func(v []int64, valid *memory.Buffer, nulls int) arrow.Array {
 		d := array.NewData(arrow.PrimitiveTypes.Int64, n,
@@ -156,7 +174,7 @@ func (c *eventChunk) record() arrow.RecordBatch {
 	cols := []arrow.Array{
 		i64(c.project, nil, 0), str(&c.name, nil, 0), str(&c.distinctID, nil, 0), i64(c.timeMs, nil, 0),
 		str(&c.insertID, valid, c.nulls), str(&c.props, nil, 0), i64(c.ingestMs, nil, 0), i64(c.seq, nil, 0),
-		i64(c.hi, valid, c.nulls), i64(c.lo, valid, c.nulls),
+		i64(c.hi, valid, c.nulls), i64(c.lo, valid, c.nulls), i64(c.common, validCommon, c.commonNulls),
 	}
 	rec := array.NewRecordBatch(eventSchema, cols, int64(n))
 	for _, a := range cols {

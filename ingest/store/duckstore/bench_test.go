@@ -82,7 +82,7 @@ func BenchmarkKeyLoad(b *testing.B) {
 	// (DuckDB's hash() does not: its top bits cluster on sequential input).
 	_, err = s.db.Exec(`INSERT INTO events SELECT 1, 'page_view', 'user-' || (i % 1000), i, 'ins-' || i,
 		'{"i":' || i || ',"pad":"' || repeat('x', 250) || '"}', i, i, (md5_number_upper(i::VARCHAR)::HUGEINT - 9223372036854775808)::BIGINT,
-			(md5_number_lower(i::VARCHAR)::HUGEINT - 9223372036854775808)::BIGINT
+			(md5_number_lower(i::VARCHAR)::HUGEINT - 9223372036854775808)::BIGINT, NULL
 		FROM range(?) t(i)`, n)
 	if err != nil {
 		b.Fatal(err)
@@ -118,7 +118,7 @@ func BenchmarkScan(b *testing.B) {
 	defer s.Close()
 	const n = 1_000_000
 	_, err = s.db.Exec(`INSERT INTO events SELECT 1, 'page_view', 'user-' || (i % 1000), (i * 7919) % 100000000, NULL,
-		'{"i":' || i || ',"pad":"' || repeat('x', 250) || '"}', i, i, NULL, NULL FROM range(?) t(i)`, n)
+		'{"i":' || i || ',"pad":"' || repeat('x', 250) || '"}', i, i, NULL, NULL, NULL FROM range(?) t(i)`, n)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package duckstore
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -33,7 +34,16 @@ const (
 func crashBatch(i int) store.Batch {
 	evs := storetest.GenEvents(1, crashBatchSize, int64(i)*10_000)
 	evs = append(evs, storetest.NewEvent(1, "anon", fmt.Sprintf("batch-%d", i), int64(i)*10_000, "", `{}`))
-	return store.Batch{Project: 1, Events: evs}
+	return store.Batch{Project: 1, Events: evs, Common: crashCommon(i)}
+}
+
+// crashCommon is batch i's common properties: none for even batches, one
+// of three objects for odd ones, so replays find and make their rows.
+func crashCommon(i int) []byte {
+	if i%2 == 0 {
+		return nil
+	}
+	return fmt.Appendf(nil, `{"$source":"crash","run":%d}`, i%3)
 }
 
 // TestMain lets the test binary double as the writer process that
@@ -171,6 +181,9 @@ func verifyCrashState(t *testing.T, s *Store, acked map[int]bool, limit int) {
 	err := s.ScanEvents(context.Background(), store.Scan{Project: 1, FromMs: -1 << 62, ToMs: 1 << 62}, func(e *store.Event) error {
 		i := int(e.TimeMs / 10_000)
 		perBatch[i]++
+		if c := crashCommon(i); c == nil && bytes.Contains(e.Props, []byte(`"$source"`)) || c != nil && !bytes.HasSuffix(e.Props, c[1:]) {
+			return fmt.Errorf("event %q of batch %d has props %s", e.InsertID, i, e.Props)
+		}
 		if e.Dedupable() {
 			if seen[e.Key] {
 				return fmt.Errorf("event %s stored twice", e.InsertID)

@@ -75,7 +75,7 @@ const maxVacuumTasks = "0"
 
 // schemaVersion is bumped by every change to the tables below; Open refuses
 // files written by a newer version instead of misreading them.
-const schemaVersion = 1
+const schemaVersion = 2
 
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`,
@@ -97,6 +97,10 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS merges (
 		project BIGINT NOT NULL, distinct_id_1 VARCHAR NOT NULL, distinct_id_2 VARCHAR NOT NULL,
 		time_ms BIGINT NOT NULL, ingest_ms BIGINT NOT NULL, props VARCHAR NOT NULL, seq BIGINT NOT NULL)`,
+	// Batches' common properties, kept once (common.go); NULL: none. Added
+	// in schema version 2, to files made before too.
+	`ALTER TABLE events ADD COLUMN IF NOT EXISTS common BIGINT`,
+	`CREATE TABLE IF NOT EXISTS common_props (id BIGINT NOT NULL, props VARCHAR NOT NULL)`,
 	// How far the write log has been applied; advanced by each loader transaction.
 	`CREATE TABLE IF NOT EXISTS log_state (applied_lsn BIGINT NOT NULL)`,
 	// The tables below came after version 1 files existed; IF NOT EXISTS
@@ -162,6 +166,7 @@ type Store struct {
 	pending pendingProfiles // profile states logged, not yet in the table
 	syncs   syncState       // checkpoints and the run-start lock (syncs.go)
 	usage   usageState      // monthly usage counters (usage.go)
+	common  commonProps     // common_props as far as used (common.go)
 	// broken stops writes after one left state ahead of the log (Write).
 	broken error
 
@@ -294,6 +299,12 @@ func (s *Store) init(ctx context.Context, fresh bool) error {
 		}
 	case version.Int64 > schemaVersion:
 		return fmt.Errorf("file has schema version %d, this build knows up to %d", version.Int64, schemaVersion)
+	case version.Int64 < schemaVersion:
+		// The statements above brought it up to date; older builds must
+		// now refuse it (they would insert events without common).
+		if _, err := s.db.ExecContext(ctx, `UPDATE schema_version SET version = ?`, schemaVersion); err != nil {
+			return fmt.Errorf("record schema version: %w", err)
+		}
 	}
 	var err error
 	if s.writer, err = s.db.Conn(ctx); err != nil {

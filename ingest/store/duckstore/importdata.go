@@ -56,11 +56,14 @@ func (s *Store) deleteImportChunk(ctx context.Context, project int64, importID s
 	}
 	defer func() { _ = tx.Rollback() }()
 	// contains() spares the JSON parse of events that cannot match; the
-	// path names the top-level key, so a nested object never matches.
+	// path names the top-level key, so a nested object never matches. A
+	// sync's events have the key in their common properties (common.go).
+	const isImport = `contains(props, '"` + store.ImportIDProperty + `"')
+		AND json_extract_string(props, '$."` + store.ImportIDProperty + `"') = ?`
 	rows, err := tx.QueryContext(ctx, `DELETE FROM events WHERE rowid IN (
-		SELECT rowid FROM events WHERE project = ? AND contains(props, '"`+store.ImportIDProperty+`"')
-			AND json_extract_string(props, '$."`+store.ImportIDProperty+`"') = ? LIMIT ?)
-		RETURNING k_hi, k_lo`, project, importID, deleteChunk)
+		SELECT rowid FROM events WHERE project = ? AND (`+isImport+`
+			OR common IN (SELECT id FROM common_props WHERE `+isImport+`)) LIMIT ?)
+		RETURNING k_hi, k_lo`, project, importID, importID, deleteChunk)
 	if err != nil {
 		return 0, err
 	}

@@ -218,7 +218,7 @@ func TestReopenRebuildsKeys(t *testing.T) {
 	n := defaultKeysConfig().recentCap + 1000 // one run and some left over
 	_, err := s.db.Exec(`INSERT INTO events SELECT 1, 'x', 'u', i, 'ins-' || i, '{}', i, i,
 		(md5_number_upper(i::VARCHAR)::HUGEINT - 9223372036854775808)::BIGINT,
-		(md5_number_lower(i::VARCHAR)::HUGEINT - 9223372036854775808)::BIGINT
+		(md5_number_lower(i::VARCHAR)::HUGEINT - 9223372036854775808)::BIGINT, NULL
 		FROM range(?) t(i)`, n)
 	if err != nil {
 		t.Fatal(err)

@@ -196,6 +196,7 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		return 0, 0, fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
+		s.common.settle(err == nil)
 		if err == nil {
 			return
 		}
@@ -240,7 +241,14 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		}
 		n, err := decodeEntry(payload, entryVisitor{
 			event: func(e *logEvent) error {
-				ch.add(e)
+				var common int64
+				if e.common != nil {
+					var err error
+					if common, err = s.commonID(ctx, c, e.common); err != nil {
+						return err
+					}
+				}
+				ch.add(e, common)
 				if ch.full() {
 					return ch.insert(ctx, c, ar)
 				}

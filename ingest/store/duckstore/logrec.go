@@ -3,6 +3,7 @@ package duckstore
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 )
 
 // A log entry holds the rows of one Write exactly as they will be appended
@@ -20,12 +21,23 @@ import (
 // here): nCheckpoints, then per checkpoint: project, import id, value.
 // Entries with usage counts go on (older ones end here): nUsage, then per
 // counter: project, month, source, events.
+//
+// An entry whose events carry common properties (store.Batch.Common)
+// starts with commonMarker, nCommon and each common object; the layout
+// above follows, with one more field per event after its key: the index
+// of its common object, from 1 (0 = none). Entries without any keep the
+// layout above exactly, so older builds' entries read the same.
+
+// commonMarker cannot be an event count: an entry holds at most
+// wal.MaxEntry bytes.
+const commonMarker = 1 << 40
 
 type logEvent struct {
 	project, timeMs, ingestMs, seq int64
 	name, distinctID, insertID     []byte
 	props                          []byte
 	hi, lo                         int64
+	common                         []byte // nil: none
 }
 
 type logChange struct {
@@ -146,6 +158,13 @@ func (r *logReader) fixed64() int64 {
 func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 	sc := &s.scratch
 	rows := sc.rows
+	if len(sc.common) > 0 {
+		dst = binary.AppendUvarint(dst, commonMarker)
+		dst = binary.AppendUvarint(dst, uint64(len(sc.common)))
+		for _, sh := range sc.common {
+			dst = appendBytes(dst, sh)
+		}
+	}
 	dst = binary.AppendUvarint(dst, uint64(len(rows)))
 	for i := range rows {
 		r := &rows[i]
@@ -163,6 +182,9 @@ func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 		dst = binary.AppendVarint(dst, seq+int64(i))
 		if r.dedup {
 			dst = append(dst, r.key[:]...)
+		}
+		if len(sc.common) > 0 {
+			dst = binary.AppendUvarint(dst, uint64(r.common))
 		}
 	}
 	seq += int64(len(rows))
@@ -229,7 +251,16 @@ func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 	r := logReader{b: b}
 	var e logEvent
-	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+	n := r.uvarint()
+	var common [][]byte
+	hasCommon := n == commonMarker
+	if hasCommon {
+		for k := r.uvarint(); k > 0 && r.err == nil; k-- {
+			common = append(common, r.bytes())
+		}
+		n = r.uvarint()
+	}
+	for ; n > 0 && r.err == nil; n-- {
 		e.project = r.varint()
 		e.name = r.bytes()
 		e.distinctID = r.bytes()
@@ -241,6 +272,15 @@ func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 		e.hi, e.lo = 0, 0
 		if len(e.insertID) > 0 {
 			e.hi, e.lo = r.fixed64(), r.fixed64()
+		}
+		e.common = nil
+		if hasCommon {
+			switch i := r.uvarint(); {
+			case i > uint64(len(common)):
+				return rows, fmt.Errorf("duckstore: log entry: event %d names common properties %d of %d", rows, i, len(common))
+			case i > 0:
+				e.common = common[i-1]
+			}
 		}
 		if r.err != nil {
 			break

@@ -23,7 +23,7 @@ const maxScanPage = 20_480
 
 // scanCols is the column list of every scan query and of the temp table.
 const scanCols = `name, distinct_id, time_ms, coalesce(insert_id, '') AS insert_id, props, ingest_ms,
-	coalesce(k_hi, 0) AS k_hi, coalesce(k_lo, 0) AS k_lo, seq`
+	coalesce(k_hi, 0) AS k_hi, coalesce(k_lo, 0) AS k_lo, seq, coalesce(common, 0) AS common`
 
 // ScanEvents streams matching events; see store.Store. Rows go from the
 // driver to fn one at a time, with Props in a reused buffer.
@@ -82,7 +82,7 @@ func (s *Store) scanEvents(ctx context.Context, q store.Scan, fn func(*store.Eve
 	if q.Limit > 0 && q.Limit < first {
 		first = q.Limit
 	}
-	var st scanState
+	st := scanState{common: s.commonProps}
 	rows, err := s.db.QueryContext(ctx, `SELECT `+scanCols+` FROM events WHERE `+where.String()+
 		` ORDER BY time_ms, seq LIMIT ?`, append(args, first)...)
 	if err != nil {
@@ -128,9 +128,11 @@ func (s *Store) scanEvents(ctx context.Context, q store.Scan, fn func(*store.Eve
 type scanState struct {
 	e                 store.Event
 	props             sql.RawBytes
-	hi, lo            int64
+	hi, lo, commonID  int64
 	lastTime, lastSeq int64
 	n                 int // rows delivered so far
+	common            func(context.Context, int64) ([]byte, error)
+	spliced           []byte // props with their common properties
 }
 
 // drain delivers every row of rows to fn and closes rows. An error from fn
@@ -145,10 +147,18 @@ func (st *scanState) drain(ctx context.Context, rows *sql.Rows, fn func(*store.E
 			}
 		}
 		// Strings scan without a copy (the driver already made them).
-		if err := rows.Scan(&e.Name, &e.DistinctID, &e.TimeMs, &e.InsertID, &st.props, &e.IngestMs, &st.hi, &st.lo, &st.lastSeq); err != nil {
+		if err := rows.Scan(&e.Name, &e.DistinctID, &e.TimeMs, &e.InsertID, &st.props, &e.IngestMs, &st.hi, &st.lo, &st.lastSeq, &st.commonID); err != nil {
 			return got, err
 		}
 		e.Props = st.props
+		if st.commonID != 0 {
+			common, err := st.common(ctx, st.commonID)
+			if err != nil {
+				return got, err
+			}
+			st.spliced = store.SpliceProps(st.spliced[:0], st.props, common)
+			e.Props = st.spliced
+		}
 		e.Key = store.Key{}
 		if e.InsertID != "" {
 			e.Key = joinKey(st.hi, st.lo)

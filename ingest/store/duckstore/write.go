@@ -30,12 +30,15 @@ type writeScratch struct {
 	dirty        map[profileKey]int    // index in profiles
 	fetched      map[profileKey][]byte // table states read ahead (nil: no row); see prefetchProfiles
 	checkpoints  []checkpointRow       // sync checkpoints to log
+	common       [][]byte              // the batches' Common objects that rows refer to
 }
 
 func (sc *writeScratch) reset() {
 	sc.rows, sc.added, sc.merges = sc.rows[:0], sc.added[:0], sc.merges[:0]
 	sc.changes, sc.graphChanged, sc.moves = sc.changes[:0], false, sc.moves[:0]
 	sc.checkpoints = sc.checkpoints[:0]
+	clear(sc.common) // drop references to the callers' bytes
+	sc.common = sc.common[:0]
 	clear(sc.profiles) // drop references to profiles
 	sc.profiles = sc.profiles[:0]
 	if sc.dirty == nil {
@@ -50,6 +53,7 @@ type row struct {
 	e       *store.Event
 	key     store.Key
 	dedup   bool
+	common  int32 // the batch's Common: sc.common[common-1]; 0 = none
 }
 
 func splitKey(k store.Key) (hi, lo int64) {
@@ -227,12 +231,16 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 		if err := s.applyMoves(ctx, now); err != nil {
 			return res, err
 		}
+		common, err := s.planCommon(b)
+		if err != nil {
+			return res, err
+		}
 		for ei := range b.Events {
 			if sc.dropped[ei] {
 				continue
 			}
 			e := &b.Events[ei]
-			r := row{project: b.Project, e: e, dedup: e.Dedupable()}
+			r := row{project: b.Project, e: e, dedup: e.Dedupable(), common: common}
 			if r.dedup {
 				r.key = e.Key
 				if r.key == (store.Key{}) {
@@ -280,6 +288,23 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 		res.Rejected = append(res.Rejected, br.Rejected...)
 	}
 	return res, nil
+}
+
+// planCommon returns the index rows of b refer to for b.Common (see row).
+func (s *Store) planCommon(b *store.Batch) (int32, error) {
+	sh := b.Common
+	if len(b.Events) == 0 || len(sh) <= 2 {
+		return 0, nil
+	}
+	if sh[0] != '{' || sh[len(sh)-1] != '}' {
+		return 0, fmt.Errorf("batch's common properties are not a JSON object: %.40q", sh)
+	}
+	sc := &s.scratch
+	if n := len(sc.common); n > 0 && string(sc.common[n-1]) == string(sh) {
+		return int32(n), nil
+	}
+	sc.common = append(sc.common, sh)
+	return int32(len(sc.common)), nil
 }
 
 // resetWriter discards the writer connection (returning driver.ErrBadConn

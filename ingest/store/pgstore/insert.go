@@ -242,8 +242,9 @@ func (r *eventRows) appendRow(b []byte, i int) []byte {
 		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
 		b = binary.BigEndian.AppendUint32(b, 0xffffffff)
 	}
-	b = binary.BigEndian.AppendUint32(b, uint32(len(e.Props)))
-	b = append(b, e.Props...)
+	at := len(b)
+	b = store.SpliceProps(append(b, 0, 0, 0, 0), e.Props, s.common)
+	binary.BigEndian.PutUint32(b[at:], uint32(len(b)-at-4))
 	return appendInt8(b, e.IngestMs)
 }
 

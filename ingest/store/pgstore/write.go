@@ -44,6 +44,7 @@ type stageRow struct {
 	project int64
 	e       *store.Event
 	key     store.Key
+	common  []byte // the batch's Common, stored in each row's props
 }
 
 type mergeRow struct {
@@ -218,7 +219,7 @@ func (w *writeTx) plan(ctx context.Context, bi int, b *store.Batch, br *store.Wr
 			continue
 		}
 		e := &b.Events[ei]
-		r := stageRow{batch: int32(bi), project: b.Project, e: e}
+		r := stageRow{batch: int32(bi), project: b.Project, e: e, common: b.Common}
 		if e.Dedupable() {
 			r.key = e.Key
 			if r.key == (store.Key{}) {

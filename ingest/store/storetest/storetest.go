@@ -39,6 +39,7 @@ func Run(t *testing.T, h Harness) {
 		serial bool
 	}{
 		{name: "RoundTrip_AllFields", fn: testRoundTrip},
+		{name: "RoundTrip_CommonProps", fn: testCommonProps},
 		{name: "Write_Empty", fn: testWriteEmpty},
 		{name: "Write_Counts", fn: testWriteCounts},
 		{name: "Dedup_WithinWrite", fn: testDedupWithinWrite},
