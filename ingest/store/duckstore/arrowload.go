@@ -82,16 +82,16 @@ type eventChunk struct {
 	name, distinctID, insertID, props      strCol
 	// keyed is the validity bitmap of insert_id, k_hi and k_lo (an event
 	// has all three or none); nulls counts the unset bits.
-	keyed    []byte
-	nulls    int
-	common   []int64 // common_props id; 0 with its bit unset in hasCommon
+	keyed  []byte
+	nulls  int
+	common []int64 // common_props id; 0 with its bit unset in hasCommon
 	// hasCommon is the validity bitmap of common; commonNulls counts its
 	// unset bits.
 	hasCommon   []byte
 	commonNulls int
-	rows     int
-	bytes    int // string bytes so far
-	maxBytes int // full at this many string bytes
+	rows        int
+	bytes       int // string bytes so far
+	maxBytes    int // full at this many string bytes
 }
 
 func newEventChunk(maxBytes int) *eventChunk {
