@@ -103,6 +103,13 @@ func TestPGThreeProcessesSyncExactlyOnce(t *testing.T) {
 	// its runs under way.
 	victim := servers[2]
 	const big = 6
+	// A manual sync within the join window (2 s) after a tick's run of
+	// the same import returns that run, which may have read nothing of
+	// the rows below: start the phase between ticks (aligned to
+	// multiples of mpEvery), so the victim's syncs start runs of their own.
+	if off := time.Duration(time.Now().UnixNano()) % mpEvery; off < 2500*time.Millisecond || off > 3500*time.Millisecond {
+		time.Sleep((mpEvery + 2500*time.Millisecond - off) % mpEvery)
+	}
 	tx, err := src.conn.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
