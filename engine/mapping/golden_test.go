@@ -46,9 +46,11 @@ func golden(t *testing.T, name string, got []byte) {
 	}
 }
 
-func mapAll(t *testing.T, im *importspec.Import, simplified bool) (*Records, []byte) {
+// mapWide maps the wide test batch with opt, as run "run-1".
+func mapWide(t *testing.T, opt Options) *Records {
 	t.Helper()
-	m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Simplified: simplified}, RunID: "run-1", Schema: wideConnSchema()}, wideSchema)
+	opt.RunID, opt.Schema = "run-1", wideConnSchema()
+	m, err := New(opt, wideSchema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +58,12 @@ func mapAll(t *testing.T, im *importspec.Import, simplified bool) (*Records, []b
 	defer rec.Release()
 	var out Records
 	m.Map(rec, &out)
+	return &out
+}
+
+func mapAll(t *testing.T, im *importspec.Import, simplified bool) (*Records, []byte) {
+	t.Helper()
+	out := mapWide(t, Options{Import: im, Project: importspec.Project{ID: 1, Simplified: simplified}})
 	var nd bytes.Buffer
 	for i := 0; i < out.Len(); i++ {
 		r := out.Record(i)
@@ -68,7 +76,7 @@ func mapAll(t *testing.T, im *importspec.Import, simplified bool) (*Records, []b
 	for _, e := range out.Errs {
 		fmt.Fprintf(&nd, "# row %d: %s: %s\n", e.Row, e.Column, e.Message)
 	}
-	return &out, nd.Bytes()
+	return out, nd.Bytes()
 }
 
 func TestGoldenEvents(t *testing.T) {
@@ -118,18 +126,10 @@ func TestGoldenProfiles(t *testing.T) {
 // those of the plain mapping.
 func TestCommonTags(t *testing.T) {
 	validate := func(common bool) ([]store.Event, []byte) {
-		m, err := New(Options{Import: eventsImport(), Project: importspec.Project{ID: 1, Simplified: true}, RunID: "run-1",
-			Schema: wideConnSchema(), CommonTags: common}, wideSchema)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rec := buildWide(wideRows())
-		defer rec.Release()
-		var out Records
-		m.Map(rec, &out)
+		out := mapWide(t, Options{Import: eventsImport(), Project: importspec.Project{ID: 1, Simplified: true}, CommonTags: common})
 		var v Validator
 		var batch store.Batch
-		if errs := v.Events(1, t0.Add(time.Hour), &out, 0, &batch); len(errs) != len(out.Errs) {
+		if errs := v.Events(1, t0.Add(time.Hour), out, 0, &batch); len(errs) != len(out.Errs) {
 			t.Fatalf("validator refused mapped records: %+v", errs[len(out.Errs):])
 		}
 		return batch.Events, batch.Common
