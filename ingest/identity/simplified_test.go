@@ -39,6 +39,10 @@ func TestDeviceKeepsFirstUser(t *testing.T) {
 	g := New(Simplified)
 	changes(t)(g.Link("u1", "d1"))
 	refused(t, ErrDeviceLinked)(g.Link("u2", "d1"))
+	_, err := g.Link("u2", "d1")
+	if want := `link $user_id "u2" with $device_id "d1" (linked to "u1"): ` + ErrDeviceLinked.Error(); err.Error() != want {
+		t.Fatalf("message %q, want %q", err, want)
+	}
 	// The second user's event is attributed by its own $user_id, and users
 	// never merge.
 	wantResolve(t, g, "$device:d1", "u1", "u2", "u2")
