@@ -8,12 +8,12 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
+	"github.com/tributary-dev/tributary/integration/procstat"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/migrate/amplitude/amptest"
 )
@@ -87,7 +87,7 @@ func benchMigration(b *testing.B, users int) {
 			b.Fatal(err)
 		}
 		b.StartTimer()
-		began, cpu0 := time.Now(), processCPU()
+		began, cpu0 := time.Now(), procstat.SelfCPU()
 		s, err := svc.Submit(ctx, Request{Credentials: Credentials{testKey, testSecret}, Token: "tok-simplified", StartDate: "2024-03-01", EndDate: "2024-03-01"})
 		if err != nil {
 			b.Fatal(err)
@@ -99,22 +99,13 @@ func benchMigration(b *testing.B, users int) {
 			b.ReportMetric(n/time.Since(began).Seconds(), "events/s")
 			// The steadier figure on a shared machine: other processes
 			// stretch the wall clock, not this process's CPU time.
-			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/n, "cpu-µs/event")
+			b.ReportMetric(float64((procstat.SelfCPU()-cpu0).Microseconds())/n, "cpu-µs/event")
 		}
 		b.StopTimer()
 		svc.Close()
 		st.Close()
 		b.StartTimer()
 	}
-}
-
-// processCPU is the user+system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // The archive reader alone: a zip of hourly gzipped NDJSON files (as the

@@ -25,6 +25,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -283,7 +284,7 @@ func (s *Store) init(ctx context.Context, fresh bool) error {
 			return fmt.Errorf("create schema: %w", err)
 		}
 	}
-	for _, stmt := range schema {
+	for _, stmt := range slices.Concat(schema, membersSchema, sharedSchema) {
 		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("create schema: %w", err)
 		}

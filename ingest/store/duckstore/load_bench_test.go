@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/storetest"
+	"github.com/tributary-dev/tributary/integration/procstat"
 )
 
 // pauseLoader stops the loader goroutine (after it drained the log) so a
@@ -25,15 +25,6 @@ func pauseLoader(s *Store) {
 }
 
 func resumeLoader(s *Store) { go s.runLoader() }
-
-// processCPU is the user+system CPU time this process has used.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // loadgenEvents builds n events shaped like integration/loadgen's (props
 // with mixed, poorly compressible values), unlike storetest.GenEvents whose
@@ -89,12 +80,12 @@ func BenchmarkLoad(b *testing.B) {
 			}
 		}
 		b.StartTimer()
-		start, cpu0 := time.Now(), processCPU()
+		start, cpu0 := time.Now(), procstat.SelfCPU()
 		if err := s.applyPending(context.Background()); err != nil {
 			b.Fatal(err)
 		}
 		loadTime += time.Since(start)
-		loadCPU += processCPU() - cpu0
+		loadCPU += procstat.SelfCPU() - cpu0
 	}
 	events := float64(b.N * perWrite * writes)
 	b.ReportMetric(events/loadTime.Seconds(), "events/s")

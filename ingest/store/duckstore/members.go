@@ -19,16 +19,15 @@ import (
 // the bookkeeping is never behind the profiles. No primary key: DuckDB
 // refuses a delete and re-insert of one key in a transaction, which is
 // how a batch replaces its rows.
-func init() {
-	// Appended here rather than in duckstore.go's list: the table is
-	// this file's business, and IF NOT EXISTS adds it to older files.
-	schema = append(schema, `CREATE TABLE IF NOT EXISTS import_members (
+//
+// membersSchema is this file's part of the schema (Open runs it after
+// duckstore.go's list); IF NOT EXISTS adds the tables to older files.
+var membersSchema = []string{`CREATE TABLE IF NOT EXISTS import_members (
 		project BIGINT NOT NULL, import VARCHAR NOT NULL, kind UTINYINT NOT NULL, group_key VARCHAR NOT NULL,
 		id VARCHAR NOT NULL, run_id VARCHAR NOT NULL, names VARCHAR NOT NULL, prev_names VARCHAR NOT NULL)`,
-		// The keys of one TrackMembers call, inside its transaction only.
-		`CREATE TABLE IF NOT EXISTS import_members_stage (
-		project BIGINT NOT NULL, import VARCHAR NOT NULL, kind UTINYINT NOT NULL, group_key VARCHAR NOT NULL, id VARCHAR NOT NULL)`)
-}
+	// The keys of one TrackMembers call, inside its transaction only.
+	`CREATE TABLE IF NOT EXISTS import_members_stage (
+		project BIGINT NOT NULL, import VARCHAR NOT NULL, kind UTINYINT NOT NULL, group_key VARCHAR NOT NULL, id VARCHAR NOT NULL)`}
 
 // membersChunk bounds the rows a StaleMembers page holds.
 const membersChunk = 1000

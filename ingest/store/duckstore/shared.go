@@ -13,13 +13,14 @@ import (
 // these; they exist so the store passes the same conformance suite as
 // Postgres and so any future caller gets the same answers. Like runs,
 // they bypass the write log: a DuckDB COMMIT is durable by itself.
-func init() {
-	schema = append(schema,
-		`CREATE TABLE IF NOT EXISTS oauth_tokens (
+//
+// sharedSchema is this file's part of the schema (Open runs it after
+// duckstore.go's list).
+var sharedSchema = []string{
+	`CREATE TABLE IF NOT EXISTS oauth_tokens (
 		hash VARCHAR PRIMARY KEY, account VARCHAR NOT NULL, expires_ms BIGINT NOT NULL)`,
-		`CREATE TABLE IF NOT EXISTS rate_usage (
-		project BIGINT NOT NULL, minute BIGINT NOT NULL, total BIGINT NOT NULL, PRIMARY KEY (project, minute))`)
-}
+	`CREATE TABLE IF NOT EXISTS rate_usage (
+		project BIGINT NOT NULL, minute BIGINT NOT NULL, total BIGINT NOT NULL, PRIMARY KEY (project, minute))`}
 
 // PutToken implements store.Shared. The hash is kept as hex text: the
 // table is never large and text keys are what DuckDB indexes best.
