@@ -133,6 +133,9 @@ type scanState struct {
 	n                 int // rows delivered so far
 	common            func(context.Context, int64) ([]byte, error)
 	spliced           []byte // props with their common properties
+	// The last common object read: a sync's events all name one.
+	lastCommonID int64
+	lastCommon   []byte
 }
 
 // drain delivers every row of rows to fn and closes rows. An error from fn
@@ -152,11 +155,14 @@ func (st *scanState) drain(ctx context.Context, rows *sql.Rows, fn func(*store.E
 		}
 		e.Props = st.props
 		if st.commonID != 0 {
-			common, err := st.common(ctx, st.commonID)
-			if err != nil {
-				return got, err
+			if st.commonID != st.lastCommonID {
+				common, err := st.common(ctx, st.commonID)
+				if err != nil {
+					return got, err
+				}
+				st.lastCommonID, st.lastCommon = st.commonID, common
 			}
-			st.spliced = store.SpliceProps(st.spliced[:0], st.props, common)
+			st.spliced = store.SpliceProps(st.spliced[:0], st.props, st.lastCommon)
 			e.Props = st.spliced
 		}
 		e.Key = store.Key{}
