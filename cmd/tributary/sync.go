@@ -26,6 +26,8 @@ type storeTuning struct {
 	// memoryLimit is the memory_limit (the process's memory budget,
 	// server.NewMemoryBudget) when the config sets none; "": none.
 	memoryLimit string
+	// split divides the budget (server.NewMemoryBudget when nil).
+	split func(total int64) server.MemoryBudget
 }
 
 // syncTuning is `tributary sync`'s, a one-shot run that only writes: a
@@ -34,7 +36,9 @@ type storeTuning struct {
 // within the noise), and one DuckDB thread for the background loader as
 // in `serve`, the other core mapping and validating (measured: 5-15%
 // faster than one thread per core).
-func syncTuning() storeTuning { return storeTuning{threads: 1, memoryLimit: "128MB"} }
+func syncTuning() storeTuning {
+	return storeTuning{threads: 1, memoryLimit: "160MB", split: server.NewSyncBudget}
+}
 
 // openDataDir loads the server config and opens its store for a command
 // that works on the data directory itself (the server must not be running:
@@ -51,8 +55,13 @@ func openDataDir(ctx context.Context, cfgPath, dataDir string, log *slog.Logger,
 	if cfg.MemoryLimit == "" {
 		cfg.MemoryLimit = tune.memoryLimit
 	}
-	unlimit := server.LimitGoHeap(server.NewMemoryBudget(cfg.MemoryBudget()), log)
-	if st, err = server.OpenStore(ctx, cfg, log, tune.threads); err != nil {
+	split := tune.split
+	if split == nil {
+		split = server.NewMemoryBudget
+	}
+	budget := split(cfg.MemoryBudget())
+	unlimit := server.LimitGoHeap(budget, log)
+	if st, err = server.OpenStore(ctx, cfg, log, tune.threads, budget); err != nil {
 		unlimit()
 		return nil, nil, nil, fmt.Errorf("%w (is `tributary serve` running on %s? use the manual-sync API instead)", err, cfg.DataDir)
 	}

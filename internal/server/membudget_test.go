@@ -51,3 +51,16 @@ func TestLimitGoHeapRestores(t *testing.T) {
 		t.Fatalf("limit after stop: %d, want %d", got, prev)
 	}
 }
+
+func TestNewSyncBudget(t *testing.T) {
+	if b := NewSyncBudget(0); b != (MemoryBudget{}) {
+		t.Fatalf("no budget: %+v", b)
+	}
+	b := NewSyncBudget(160 << 20)
+	if b.DuckDB != 64<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 6<<20 || b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed {
+		t.Fatalf("160MB: %+v", b)
+	}
+	if b := NewSyncBudget(64 << 20); b.DuckDB < minDuckDB || b.DuckDB+b.GoHeap > b.Total {
+		t.Fatalf("64MB: %+v", b)
+	}
+}

@@ -41,6 +41,12 @@ import (
 type Options struct {
 	MemoryLimit string // e.g. "2GB"; "" = DuckDB default (80% of RAM)
 	Threads     int    // 0 = DuckDB default (one per core)
+	// ReturnFreedMemory makes DuckDB's allocator (the process's) give
+	// freed pages back at once instead of after its decay delay (1 s):
+	// the loader allocates and frees compression buffers all the time, so
+	// they stayed resident (a 5M-row sync with 64 MB for DuckDB: peak RSS
+	// 321-340 → 257-270 MiB, for ~1 s more CPU in 22). Linux/amd64 only.
+	ReturnFreedMemory bool
 	// DiskKeys keeps all but the most recent dedup keys in sorted files
 	// beside the database instead of memory (keyset_choice.go).
 	DiskKeys bool
@@ -271,6 +277,12 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 			connErr = s.writer.Close()
 		}
 		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), walErr, connErr, keysErr, s.db.Close(), lock.Close())
+	}
+	if opt.ReturnFreedMemory {
+		// After init: DuckDB sets its own delays when the database opens.
+		if err := returnFreedMemory(); err != nil {
+			s.log.Warn("duckstore: DuckDB's allocator keeps freed memory for a while", "err", err)
+		}
 	}
 	go s.runLoader()
 	return s, nil
