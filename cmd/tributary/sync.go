@@ -31,10 +31,11 @@ type storeTuning struct {
 }
 
 // syncTuning is `tributary sync`'s, a one-shot run that only writes: a
-// small budget (syncbench, 1M rows of 12 columns: peak RSS 671 → 262 MiB
-// with dedup_keys memory, 679 → 253 MiB with disk, the rate unchanged
-// within the noise), and one DuckDB thread for the background loader as
-// in `serve`, the other core mapping and validating (measured: 5-15%
+// small budget (first 128MB, an eighth to DuckDB: syncbench, 1M rows of 12
+// columns, peak RSS 671 → 262 MiB with dedup_keys memory, 679 → 253 MiB
+// with disk, the rate unchanged within the noise; now 160MB split by
+// server.NewSyncBudget), and one DuckDB thread for the background loader
+// as in `serve`, the other core mapping and validating (measured: 5-15%
 // faster than one thread per core).
 func syncTuning() storeTuning {
 	return storeTuning{threads: 1, memoryLimit: "160MB", split: server.NewSyncBudget}

@@ -39,8 +39,9 @@ import (
 // returnFreedMemory sets the decay delays of DuckDB's allocator to 0, for
 // every arena and those made later: freed pages go back to the system at
 // once instead of staying resident for the delay. The setting is the
-// process's, and jemalloc reads its environment before main runs, so it
-// is made here, through mallctl.
+// process's. It is made through mallctl because the environment variable
+// (DUCKDB_JE_MALLOC_CONF) had no effect when set from Go: jemalloc had
+// already read it, before main ran.
 func returnFreedMemory() error {
 	set := func(name string) C.int {
 		cs := C.CString(name)
