@@ -203,6 +203,12 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 	now := nowMs()
 	s.usage.reset(now)
 	res := store.WriteResult{Batches: make([]store.WriteResult, len(batches))}
+	// Before anything changes: identity changes cannot be undone.
+	for bi := range batches {
+		if err := store.CheckCommon(batches[bi].Common); err != nil {
+			return res, fmt.Errorf("batch %d: %w", bi, err)
+		}
+	}
 	for bi := range batches {
 		b := &batches[bi]
 		br := &res.Batches[bi]
@@ -231,10 +237,7 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 		if err := s.applyMoves(ctx, now); err != nil {
 			return res, err
 		}
-		common, err := s.planCommon(b)
-		if err != nil {
-			return res, err
-		}
+		common := s.planCommon(b)
 		for ei := range b.Events {
 			if sc.dropped[ei] {
 				continue
@@ -291,20 +294,17 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 }
 
 // planCommon returns the index rows of b refer to for b.Common (see row).
-func (s *Store) planCommon(b *store.Batch) (int32, error) {
-	sh := b.Common
+func (s *Store) planCommon(b *store.Batch) int32 {
+	sh := b.Common // checked by plan
 	if len(b.Events) == 0 || len(sh) <= 2 {
-		return 0, nil
-	}
-	if sh[0] != '{' || sh[len(sh)-1] != '}' {
-		return 0, fmt.Errorf("batch's common properties are not a JSON object: %.40q", sh)
+		return 0
 	}
 	sc := &s.scratch
 	if n := len(sc.common); n > 0 && string(sc.common[n-1]) == string(sh) {
-		return int32(n), nil
+		return int32(n)
 	}
 	sc.common = append(sc.common, sh)
-	return int32(len(sc.common)), nil
+	return int32(len(sc.common))
 }
 
 // resetWriter discards the writer connection (returning driver.ErrBadConn

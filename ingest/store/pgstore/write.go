@@ -73,6 +73,11 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	res := store.WriteResult{Batches: make([]store.WriteResult, len(batches))}
 	var all, ident []int64
 	for i := range batches {
+		if err := store.CheckCommon(batches[i].Common); err != nil {
+			return store.WriteResult{}, fmt.Errorf("pgstore: write: batch %d: %w", i, err)
+		}
+	}
+	for i := range batches {
 		b := &batches[i]
 		if len(b.Merges)+len(b.Changes)+len(b.Profiles) > 0 {
 			ident = append(ident, b.Project)

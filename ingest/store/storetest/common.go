@@ -2,9 +2,11 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 
+	"github.com/tributary-dev/tributary/ingest/identity"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -81,4 +83,33 @@ func testCommonProps(t *testing.T, h Harness) {
 	}
 	// The keys are free again: the same events are stored anew.
 	wantCounts(t, mustWrite(t, hd.s, store.Batch{Project: 1, Common: run2, Events: a[:2]}), 2, 0, 0)
+}
+
+// testBadCommon: a batch whose common properties SpliceProps cannot splice
+// fails its write, which stores nothing of any of its batches (a merge
+// beside it included) and leaves the store writable.
+func testBadCommon(t *testing.T, h Harness) {
+	hd := open(t, h)
+	ctx := context.Background()
+	if err := hd.s.SetMode(ctx, 1, identity.Original); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`[1,2,3]`, `{ }`, `{ "a":1}`, `{"a":1 }`, `{"a":`, `"x"`, `{`} {
+		_, err := hd.s.Write(ctx, []store.Batch{
+			{Project: 1, Merges: []store.Merge{{DistinctIDs: [2]string{"a", "b"}, TimeMs: 1, IngestMs: 1, Props: []byte(`{}`)}}},
+			{Project: 1, Events: []store.Event{NewEvent(1, "e", "u1", 1000, "id-1", `{"n":1}`)}, Common: []byte(bad)},
+		})
+		if !errors.Is(err, store.ErrBadCommon) {
+			t.Fatalf("common %q: %v, want ErrBadCommon", bad, err)
+		}
+	}
+	if got := Collect(t, hd.s, all(1)); len(got) != 0 {
+		t.Fatalf("failed writes stored %d events", len(got))
+	}
+	if got := h.Merges(t, hd.s, 1); len(got) != 0 {
+		t.Fatalf("failed writes stored %d merges", len(got))
+	}
+	ok := commonTags("imp", "run")
+	wantCounts(t, mustWrite(t, hd.s, store.Batch{Project: 1, Events: []store.Event{NewEvent(1, "e", "u1", 1000, "id-1", `{"n":1}`)}, Common: ok}), 1, 0, 0)
+	requireEvents(t, Collect(t, hd.s, all(1)), []store.Event{withCommon(NewEvent(1, "e", "u1", 1000, "id-1", `{"n":1}`), ok)})
 }

@@ -40,6 +40,7 @@ func Run(t *testing.T, h Harness) {
 	}{
 		{name: "RoundTrip_AllFields", fn: testRoundTrip},
 		{name: "RoundTrip_CommonProps", fn: testCommonProps},
+		{name: "Write_BadCommonProps", fn: testBadCommon},
 		{name: "Write_Empty", fn: testWriteEmpty},
 		{name: "Write_Counts", fn: testWriteCounts},
 		{name: "Dedup_WithinWrite", fn: testDedupWithinWrite},
