@@ -102,25 +102,29 @@ func TestPGThreeProcessesSyncExactlyOnce(t *testing.T) {
 	// handed to the victim at once by manual syncs, which is killed with
 	// its runs under way.
 	victim := servers[2]
-	const big = 6
-	// A manual sync within the join window (2 s) after a tick's run of
-	// the same import returns that run, which may have read nothing of
-	// the rows below: start the phase between ticks (aligned to
-	// multiples of mpEvery), so the victim's syncs start runs of their own.
-	if off := time.Duration(time.Now().UnixNano()) % mpEvery; off < 2500*time.Millisecond || off > 3500*time.Millisecond {
-		time.Sleep((mpEvery + 2500*time.Millisecond - off) % mpEvery)
-	}
+	// bigRows per table keep the victim's runs going for several seconds:
+	// a run's progress reaches the store every 2 s (ProgressEvery), and
+	// with 120k rows the runs had all finished (in 2 s) before the wait
+	// below saw one under way.
+	const big, bigRows = 6, 600_000
 	tx, err := src.conn.Begin(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := range big {
 		_, err := tx.Exec(t.Context(), `INSERT INTO `+mpTable(i)+` SELECT i, 'u' || i, now() - interval '20 hours' + i * interval '1 millisecond',
-			timestamptz '2026-01-01' + (i / 500) * interval '1 second' FROM generate_series($1::bigint, $2::bigint) i`, rows[i]+1, rows[i]+120_000)
+			timestamptz '2026-01-01' + (i / 500) * interval '1 second' FROM generate_series($1::bigint, $2::bigint) i`, rows[i]+1, rows[i]+bigRows)
 		if err != nil {
 			t.Fatal(err)
 		}
-		rows[i] += 120_000
+		rows[i] += bigRows
+	}
+	// A manual sync within the join window (2 s) after a tick's run of
+	// the same import returns that run, and a tick after the commit takes
+	// the rows itself: commit between ticks (aligned to multiples of
+	// mpEvery) and trigger at once, so the victim's syncs start the runs.
+	if off := time.Duration(time.Now().UnixNano()) % mpEvery; off < 2500*time.Millisecond || off > 3500*time.Millisecond {
+		time.Sleep((mpEvery + 2500*time.Millisecond - off) % mpEvery)
 	}
 	if err := tx.Commit(t.Context()); err != nil {
 		t.Fatal(err)
