@@ -119,12 +119,11 @@ type ColumnPlan struct {
 
 // reserved property names the mapper writes itself; a column mapped to one
 // of them is shadowed.
-var reservedNames = []string{"time", "distinct_id", "$insert_id", "$user_id", "$device_id",
-	"$warehouse_import_id", "$warehouse_import_job_id", "$import", "$source"}
+var reservedNames = append([]string{"time", "distinct_id", "$insert_id", "$user_id", "$device_id"}, runTagNames...)
 
-// runTags is how many of reservedNames are the run's tags (its last ones),
-// which Options.CommonTags moves to Records.Common.
-const runTags = 4
+// runTagNames are the run's tags (tagBytes writes them), which
+// Options.CommonTags moves to Records.Common.
+var runTagNames = []string{"$warehouse_import_id", "$warehouse_import_job_id", "$import", "$source"}
 
 func isReserved(name string) bool {
 	for _, r := range reservedNames {

@@ -24,7 +24,7 @@ func (v *Validator) Events(project int64, now time.Time, r *Records, rowOffset i
 	v.recs = r.Slices(v.recs[:0])
 	opt := record.Options{Project: project, Strict: true, Now: now, Canonical: !v.general}
 	if r.Common != nil {
-		batch.Common, opt.CommonProps = r.Common, runTags
+		batch.Common, opt.CommonProps = r.Common, len(runTagNames)
 	}
 	fails := v.dec.Decode(opt, v.recs, batch)
 	errs := make([]RowError, 0, len(r.Errs)+len(fails))
