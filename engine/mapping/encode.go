@@ -24,7 +24,7 @@ func (m *Mapper) Map(rec arrow.RecordBatch, out *Records) {
 		l.nullable = m.mayBeNull(l)
 		l.float = l.path == nil && l.enc.kind == kFloat && l.enc.f64 != nil
 	}
-	out.Common = m.common
+	out.Common, out.UniqueNames = m.common, m.uniqueNames
 	n := int(rec.NumRows())
 	for i := 0; i < n; i++ {
 		start := len(out.Buf)

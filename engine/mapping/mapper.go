@@ -54,6 +54,10 @@ type Mapper struct {
 	dynBuf  []byte
 	comma   bool
 	badJSON bool // the row's JSON-properties value is not an object
+	// uniqueNames: no two table columns (or STRUCT fields) write one
+	// property name. Names read per row (MAP, JSON) are claimed against
+	// those and each other, so then no record repeats a name.
+	uniqueNames bool
 }
 
 // New plans the mapping of batches with schema s.
@@ -98,6 +102,7 @@ func New(opt Options, s *arrow.Schema) (*Mapper, error) {
 		m.staticEvent = jsonw.String(nil, im.Event())
 	}
 	m.plan(s)
+	m.uniqueNames = m.staticNamesDistinct()
 	for _, c := range m.extraCols {
 		m.extraTags = append(m.extraTags, append([]byte{0x1f}, m.plans[c].Column...))
 	}
@@ -219,3 +224,21 @@ func (m *Mapper) tagBytes() []byte {
 
 // Plan reports how each source column is mapped.
 func (m *Mapper) Plan() []ColumnPlan { return m.plans }
+
+// staticNamesDistinct reports whether the properties written by table
+// columns and STRUCT fields have distinct names (a column renamed to
+// another's name, or a column named "a.b" beside STRUCT a's field b,
+// would repeat one). Reserved names never get here: they are shadowed.
+func (m *Mapper) staticNamesDistinct() bool {
+	seen := make(map[string]bool, len(m.props))
+	for _, l := range m.props {
+		if l.dyn {
+			continue
+		}
+		if seen[l.name] {
+			return false
+		}
+		seen[l.name] = true
+	}
+	return true
+}

@@ -53,13 +53,16 @@ type Records struct {
 	// Common is the JSON object of properties every event has besides its
 	// own (Options.CommonTags); nil otherwise.
 	Common []byte
-	keys   []int // start, end in Buf of record i's key (escaped JSON text)
+	// UniqueNames: no record repeats a top-level property name (see
+	// record.Options.UniqueNames); false when two columns map to one name.
+	UniqueNames bool
+	keys        []int // start, end in Buf of record i's key (escaped JSON text)
 }
 
 // Reset empties r, keeping its memory.
 func (r *Records) Reset() {
 	r.Buf, r.Ends, r.Rows, r.Errs, r.keys = r.Buf[:0], r.Ends[:0], r.Rows[:0], r.Errs[:0], r.keys[:0]
-	r.Common = nil
+	r.Common, r.UniqueNames = nil, false
 }
 
 // Len is the number of records.

@@ -22,7 +22,7 @@ type Validator struct {
 // returned too, so the result is every row of the batch that failed.
 func (v *Validator) Events(project int64, now time.Time, r *Records, rowOffset int64, batch *store.Batch) []RowError {
 	v.recs = r.Slices(v.recs[:0])
-	opt := record.Options{Project: project, Strict: true, Now: now, Canonical: !v.general}
+	opt := record.Options{Project: project, Strict: true, Now: now, Canonical: !v.general, UniqueNames: r.UniqueNames}
 	if r.Common != nil {
 		batch.Common, opt.CommonProps = r.Common, len(runTagNames)
 	}

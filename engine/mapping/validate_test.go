@@ -69,3 +69,43 @@ func compareValidators(t *testing.T, name string, now time.Time, out *Records) i
 	}
 	return canon.dec.CanonicalHits()
 }
+
+// TestUniqueNamesVouch: the mapper vouches for distinct property names
+// (which lets the one-pass validator skip the duplicate-key rule) only when
+// no two columns write one name; when two do, records are not vouched for
+// and the validator refuses them exactly as its general path does.
+func TestUniqueNamesVouch(t *testing.T) {
+	now := t0.Add(time.Hour)
+	rec := buildWide(randomWideRows(rand.New(rand.NewPCG(3, 5)), 500))
+	defer rec.Release()
+	_, _, noPK := eventVariants()
+	for _, tc := range []struct {
+		name     string
+		mappings map[string]string
+		want     bool
+	}{
+		{"distinct", map[string]string{"amount_usd": "Amount"}, true},
+		{"renamed onto a column", map[string]string{"amount_usd": "qty"}, false},
+		{"renamed onto a struct field", map[string]string{"qty": "shipping.city"}, false},
+	} {
+		im := eventsImport()
+		im.PropertyMappings = tc.mappings
+		m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Simplified: true}, RunID: "run-1", Schema: noPK}, wideSchema)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out Records
+		m.Map(rec, &out)
+		if out.UniqueNames != tc.want {
+			t.Errorf("%s: UniqueNames = %v, want %v", tc.name, out.UniqueNames, tc.want)
+		}
+		compareValidators(t, tc.name, now, &out)
+		if !tc.want {
+			var v Validator
+			var b store.Batch
+			if errs := v.Events(1, now, &out, 0, &b); len(errs) == 0 {
+				t.Errorf("%s: records repeating a name were all accepted", tc.name)
+			}
+		}
+	}
+}

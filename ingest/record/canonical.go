@@ -85,12 +85,16 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 	}
 	rest := i // ',' before the other properties, or the closing '}'
 	simplified := opt.Mode == identity.Simplified
+	members := 3 + opt.CommonProps
 	for i+1 < len(rec) && rec[i] == ',' && rec[i+1] == '"' {
 		k, j, ok := s.str(i + 2)
 		if !ok || j >= len(rec) || rec[j] != ':' {
 			return false
 		}
-		s.keys = append(s.keys, k)
+		members++
+		if !opt.UniqueNames {
+			s.keys = append(s.keys, k)
+		}
 		j++
 		if simplified && (k == "$user_id" || k == "$device_id") && !s.idValue(k, j) {
 			return false
@@ -105,7 +109,7 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 	if s.hi && !utf8.Valid(rec) {
 		return false
 	}
-	if len(s.keys)+3+opt.CommonProps > maxMembers || !d.uniqueKeys() {
+	if members > maxMembers || !opt.UniqueNames && !d.uniqueKeys() {
 		return false
 	}
 	ms, ok := msFromNumber(timeRaw)
