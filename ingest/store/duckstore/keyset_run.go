@@ -69,6 +69,11 @@ func (r *keyRun) contains(p *probe, buf []byte) (bool, error) {
 	if !r.bloom.mayContain(p) {
 		return false, nil
 	}
+	return r.search(p, buf)
+}
+
+// search is contains past the filter, for a key the filter let through.
+func (r *keyRun) search(p *probe, buf []byte) (bool, error) {
 	// The block is the last one whose first key is <= k.
 	lo, hi := 0, len(r.index)
 	for lo < hi {

@@ -59,6 +59,8 @@ type tieredKeys struct {
 	frozenID uint64
 	spare    *keySet          // an empty tier for the next freeze
 	spilling chan spillResult // the spill of frozen, until swapped in
+
+	hints keyHints // filter answers for the next adds (keyset_hint.go)
 }
 
 type keysConfig struct {
@@ -176,7 +178,7 @@ func (t *tieredKeys) contains(k store.Key) (bool, error) {
 	if t.recent.has(k) {
 		return true, nil
 	}
-	return t.inRuns(k)
+	return t.inRuns(k, false)
 }
 
 // has is contains for tests: an I/O error answers false and is returned
@@ -190,10 +192,16 @@ func (t *tieredKeys) has(k store.Key) bool {
 }
 
 // inRuns reports whether k is visible in a run (or the frozen tier, the
-// newest run to be), newest first.
-func (t *tieredKeys) inRuns(k store.Key) (bool, error) {
+// newest run to be), newest first. hinted: k may be the key prefilter
+// announced next (only add consumes the hints).
+func (t *tieredKeys) inRuns(k store.Key, hinted bool) (bool, error) {
 	if len(t.runs) == 0 && t.frozen == nil {
 		return false, nil
+	}
+	var p probe
+	var mask uint64
+	if hinted {
+		p, mask, hinted = t.hints.take(k, t.runs)
 	}
 	hideBelow, hidden := t.tomb[k]
 	if t.frozen != nil && !(hidden && t.frozenID < hideBelow) && t.frozen.has(k) {
@@ -202,13 +210,22 @@ func (t *tieredKeys) inRuns(k store.Key) (bool, error) {
 	if len(t.runs) == 0 {
 		return false, nil
 	}
-	p := newProbe(k)
+	if !hinted {
+		p = newProbe(k)
+	}
 	for i := len(t.runs) - 1; i >= 0; i-- {
 		r := t.runs[i]
 		if hidden && r.id < hideBelow {
 			return false, nil // and so are all older runs
 		}
-		ok, err := r.contains(&p, t.readBuf)
+		var ok bool
+		var err error
+		switch {
+		case !hinted:
+			ok, err = r.contains(&p, t.readBuf)
+		case mask&(1<<i) != 0:
+			ok, err = r.search(&p, t.readBuf)
+		}
 		if ok || err != nil {
 			return ok, err
 		}
@@ -230,7 +247,7 @@ func (t *tieredKeys) add(k store.Key) (bool, error) {
 			return false, err
 		}
 	}
-	in, err := t.inRuns(k)
+	in, err := t.inRuns(k, true)
 	if err != nil || in {
 		return false, err
 	}
@@ -254,7 +271,7 @@ func (t *tieredKeys) remove(k store.Key) error {
 		t.n--
 		return nil
 	}
-	in, err := t.inRuns(k)
+	in, err := t.inRuns(k, false)
 	if err != nil || !in {
 		return err
 	}

@@ -19,6 +19,7 @@ import (
 type writeScratch struct {
 	rows   []row
 	added  []store.Key // keys this write put into the set; removed if it fails
+	hinted []store.Key // a batch's keys, announced to the set (keyPrefilter)
 	merges []mergeRow
 	entry  []byte // the encoded log entry, behind room for the log header
 
@@ -238,6 +239,15 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 			return res, err
 		}
 		common := s.planCommon(b)
+		if pf, ok := s.keys.(keyPrefilter); ok {
+			sc.hinted = sc.hinted[:0]
+			for ei := range b.Events {
+				if e := &b.Events[ei]; !sc.dropped[ei] && e.Dedupable() {
+					sc.hinted = append(sc.hinted, dedupKey(b.Project, e))
+				}
+			}
+			pf.prefilter(sc.hinted)
+		}
 		for ei := range b.Events {
 			if sc.dropped[ei] {
 				continue
@@ -245,12 +255,7 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 			e := &b.Events[ei]
 			r := row{project: b.Project, e: e, dedup: e.Dedupable(), common: common}
 			if r.dedup {
-				r.key = e.Key
-				if r.key == (store.Key{}) {
-					// A producer that forgot the key must not make every such
-					// event a duplicate of the first one.
-					r.key = store.DedupKey(b.Project, e.Name, e.DistinctID, e.TimeMs, e.InsertID)
-				}
+				r.key = dedupKey(b.Project, e)
 				isNew, err := s.keys.add(r.key)
 				if err != nil {
 					return res, fmt.Errorf("dedup: %w", err)
@@ -291,6 +296,15 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 		res.Rejected = append(res.Rejected, br.Rejected...)
 	}
 	return res, nil
+}
+
+// dedupKey is e's key. A producer that forgot it must not make every such
+// event a duplicate of the first one.
+func dedupKey(project int64, e *store.Event) store.Key {
+	if e.Key != (store.Key{}) {
+		return e.Key
+	}
+	return store.DedupKey(project, e.Name, e.DistinctID, e.TimeMs, e.InsertID)
 }
 
 // planCommon returns the index rows of b refer to for b.Common (see row).

@@ -1,0 +1,67 @@
+package duckstore
+
+import (
+	"slices"
+
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// keyPrefilter is implemented by dedup sets that answer a batch of adds
+// faster when told the keys first.
+type keyPrefilter interface {
+	// prefilter announces the keys the next adds will be called with, in
+	// order. Adds of other keys, or in another order, are still right.
+	prefilter(keys []store.Key)
+}
+
+// keyHints are the run filters' answers for the keys of the next adds. A
+// new key misses every run's filter, so add's cost was one cache miss per
+// run per key, taken one after the other; asked run by run over a whole
+// batch, the misses of independent keys overlap in the CPU's memory
+// pipeline. The answers are valid for the runs they were taken from: a
+// spill or merge swapped in since makes add ask the filters itself.
+type keyHints struct {
+	keys   []store.Key
+	probes []probe
+	masks  []uint64 // bit i: runs[i]'s filter may hold the key
+	runs   []*keyRun
+	next   int // the key the next add should be called with
+}
+
+// maxHintRuns: a mask has a bit per run. The set keeps about eight.
+const maxHintRuns = 64
+
+func (t *tieredKeys) prefilter(keys []store.Key) {
+	h := &t.hints
+	h.keys, h.next = h.keys[:0], 0
+	if len(t.runs) == 0 || len(t.runs) > maxHintRuns {
+		return
+	}
+	h.keys = append(h.keys, keys...)
+	h.runs = append(h.runs[:0], t.runs...)
+	h.probes = slices.Grow(h.probes[:0], len(keys))[:len(keys)]
+	h.masks = slices.Grow(h.masks[:0], len(keys))[:len(keys)]
+	for j, k := range keys {
+		h.probes[j] = newProbe(k)
+		h.masks[j] = 0
+	}
+	for i, r := range t.runs {
+		bit := uint64(1) << i
+		for j := range h.probes {
+			if r.bloom.mayContain(&h.probes[j]) {
+				h.masks[j] |= bit
+			}
+		}
+	}
+}
+
+// take returns the hint for k when it is the key announced next and the
+// runs are those the hints were taken from.
+func (h *keyHints) take(k store.Key, runs []*keyRun) (p probe, mask uint64, ok bool) {
+	if h.next >= len(h.keys) || h.keys[h.next] != k || !slices.Equal(h.runs, runs) {
+		return probe{}, 0, false
+	}
+	p, mask = h.probes[h.next], h.masks[h.next]
+	h.next++
+	return p, mask, true
+}
