@@ -34,18 +34,22 @@ const maxHintRuns = 64
 func (t *tieredKeys) prefilter(keys []store.Key) {
 	h := &t.hints
 	h.keys, h.next = h.keys[:0], 0
-	if len(t.runs) == 0 || len(t.runs) > maxHintRuns {
-		return
+	if len(t.runs) > 0 && len(t.runs) <= maxHintRuns {
+		h.ask(keys, t.runs)
 	}
+}
+
+// ask takes the filters' answers for keys, run by run.
+func (h *keyHints) ask(keys []store.Key, runs []*keyRun) {
 	h.keys = append(h.keys, keys...)
-	h.runs = append(h.runs[:0], t.runs...)
+	h.runs = append(h.runs[:0], runs...)
 	h.probes = slices.Grow(h.probes[:0], len(keys))[:len(keys)]
 	h.masks = slices.Grow(h.masks[:0], len(keys))[:len(keys)]
 	for j, k := range keys {
 		h.probes[j] = newProbe(k)
 		h.masks[j] = 0
 	}
-	for i, r := range t.runs {
+	for i, r := range runs {
 		bit := uint64(1) << i
 		for j := range h.probes {
 			if r.bloom.mayContain(&h.probes[j]) {

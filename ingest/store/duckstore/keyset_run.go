@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/bits"
 	"os"
+	"unsafe"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 )
@@ -120,6 +121,7 @@ type runWriter struct {
 	r    *keyRun
 	w    *bufio.Writer
 	last store.Key
+	pend []store.Key // keys added but not yet written (runPending)
 }
 
 // createRun starts a run of at most maxKeys keys (the filter's size).
@@ -129,8 +131,13 @@ func createRun(path string, id uint64, maxKeys int) (*runWriter, error) {
 		return nil, fmt.Errorf("create dedup key run: %w", err)
 	}
 	r := &keyRun{id: id, path: path, f: f, bloom: newBloom(maxKeys)}
-	return &runWriter{r: r, w: bufio.NewWriterSize(f, 256<<10)}, nil
+	return &runWriter{r: r, w: bufio.NewWriterSize(f, 256<<10), pend: make([]store.Key, 0, runPending)}, nil
 }
+
+// runPending keys are written and added to the filter together: one
+// Write call for all, and the filter's cache misses of a run of adds
+// overlap instead of waiting between writes.
+const runPending = 1024
 
 func (w *runWriter) add(k store.Key) error {
 	r := w.r
@@ -140,19 +147,34 @@ func (w *runWriter) add(k store.Key) error {
 	if r.n%runBlockKeys == 0 {
 		r.index = append(r.index, k)
 	}
-	if _, err := w.w.Write(k[:]); err != nil {
-		return fmt.Errorf("write dedup key run %s: %w", r.path, err)
-	}
-	p := newProbe(k)
-	r.bloom.add(&p)
+	w.pend = append(w.pend, k)
 	r.n++
 	w.last = k
+	if len(w.pend) == cap(w.pend) {
+		return w.flushPending()
+	}
+	return nil
+}
+
+func (w *runWriter) flushPending() error {
+	for j := range w.pend {
+		p := newProbe(w.pend[j])
+		w.r.bloom.add(&p)
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(w.pend))), len(w.pend)*keyBytes)
+	w.pend = w.pend[:0]
+	if _, err := w.w.Write(b); err != nil {
+		return fmt.Errorf("write dedup key run %s: %w", w.r.path, err)
+	}
 	return nil
 }
 
 // finish flushes the file and returns the run, open for reading.
 // No fsync: runs are rebuilt from the events table at every Open.
 func (w *runWriter) finish() (*keyRun, error) {
+	if err := w.flushPending(); err != nil {
+		return nil, errors.Join(err, w.abort())
+	}
 	if err := w.w.Flush(); err != nil {
 		return nil, errors.Join(fmt.Errorf("write dedup key run %s: %w", w.r.path, err), w.abort())
 	}
