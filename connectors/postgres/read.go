@@ -8,12 +8,12 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/internal/arrowmem"
 )
 
 // A batch ends at whichever limit comes first: enough rows to amortise
@@ -113,7 +113,9 @@ func (e fnError) Error() string { return e.err.Error() }
 // statement ran to its end (rr is closed); otherwise the caller must
 // stop it.
 func stream(ctx context.Context, cols []column, rr *pgconn.ResultReader, fn func(arrow.RecordBatch) error) (done bool, err error) {
-	rb := array.NewRecordBuilder(memory.DefaultAllocator, schema(cols))
+	// Each batch is built on the buffers of the batches before it, which
+	// fn has released (a batch is only valid during fn).
+	rb := array.NewRecordBuilder(new(arrowmem.Pool), schema(cols))
 	defer rb.Release()
 	app := make([]appender, len(cols))
 	for i := range cols {

@@ -161,10 +161,10 @@ func valueAt(a arrow.Array, i int) (value, error) {
 		f := c.Value(i)
 		return value{F: &f}, nil
 	case *array.String:
-		s := c.Value(i)
+		s := strings.Clone(c.Value(i)) // the batch's buffers are reused once it is released
 		return value{S: &s}, nil
 	case *array.LargeString:
-		s := c.Value(i)
+		s := strings.Clone(c.Value(i))
 		return value{S: &s}, nil
 	case *array.Decimal128:
 		// Only whole numbers: a scaled decimal as float64 could round two
