@@ -1,7 +1,9 @@
 package record
 
 import (
+	"math/rand/v2"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,5 +77,37 @@ func TestIdentityChangeFailureKeepsIndexes(t *testing.T) {
 	fails := d.Decode(Options{Project: 1, Mode: identity.Original, Now: time.Unix(1700000100, 0)}, in, &out)
 	if len(fails) != 1 || fails[0].Field != "properties.alias" || len(out.Changes) != 0 || len(out.Events) != 1 {
 		t.Fatalf("fails %+v, changes %+v, %d events", fails, out.Changes, len(out.Events))
+	}
+}
+
+// TestIsPlaceholder: the fast checks (untrimmed edges, lengths no
+// placeholder has) answer as the plain rule does: trim spaces, then any
+// placeholder in any ASCII case.
+func TestIsPlaceholder(t *testing.T) {
+	plain := func(s string) bool {
+		s = strings.TrimSpace(s)
+		for _, p := range placeholders {
+			if len(p) == len(s) && asciiEqualFold(p, s) {
+				return true
+			}
+		}
+		return false
+	}
+	cases := []string{"", " ", "null", "NULL", " Null\t", "\u00a0null\u00a0", "\u2003undefined", "nil\n", "0", " -1 ",
+		"00000000-0000-0000-0000-000000000000", "00000000-0000-0000-0000-0000000000001", "[]", "{ }", "user-1", "nul",
+		"nulll", "N/A", "anonymous ", "ANON", "<nil>", "true", "False", "\x00null", "null\x7f", "ﬀ", "ＮＵＬＬ"}
+	alphabet := []string{"n", "u", "l", "L", " ", "\t", "\u00a0", "0", "-", "1", "a", "N", "o", "e", "[", "]"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		for range r.IntN(8) {
+			b.WriteString(alphabet[r.IntN(len(alphabet))])
+		}
+		cases = append(cases, b.String())
+	}
+	for _, s := range cases {
+		if got, want := isPlaceholder(s), plain(s); got != want {
+			t.Errorf("isPlaceholder(%q) = %v, want %v", s, got, want)
+		}
 	}
 }
