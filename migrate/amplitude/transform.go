@@ -74,6 +74,10 @@ type transformer struct {
 	targets  [len(renamed) + len(passedThrough)]uint64
 	prefixes [len(renamed) + len(passedThrough)][]byte // ,"name":
 	key, dev []byte
+
+	sc   lineScanner     // the fast path's scanner
+	scan scanned         // and what it found
+	sp   fastjson.Parser // parses the odd string the fast path must unescape
 }
 
 func newTransformer() *transformer {
@@ -159,7 +163,20 @@ type core struct {
 	eventProps, userProps                                     *fastjson.Value
 }
 
-// appendRecord appends the /import record of one exported event to dst:
+// appendRecord appends the /import record of one exported event to dst
+// (see appendRecordTree). It takes the one-pass fast path
+// (appendRecordScan), and the tree path for the lines that one leaves.
+//
+// The user id and user properties go to side, for the profile pass.
+func (t *transformer) appendRecord(dst, side, line []byte, ev *amplitudeEvent) ([]byte, []byte, *fieldError) {
+	if dst, side, ok := t.appendRecordScan(dst, side, line, ev); ok {
+		return dst, side, nil
+	}
+	return t.appendRecordTree(dst, side, line, ev)
+}
+
+// appendRecordTree appends the /import record of one exported event to dst
+// through fastjson's parse tree:
 //
 //	{"event": event_type, "properties": {time, distinct_id, $insert_id,
 //	 $user_id, $device_id, mapped standard fields, $source, $import,
@@ -170,7 +187,7 @@ type core struct {
 // decoder, so a record may still be refused there (no event_type, say).
 //
 // The user id and user properties go to side, for the profile pass.
-func (t *transformer) appendRecord(dst, side, line []byte, ev *amplitudeEvent) ([]byte, []byte, *fieldError) {
+func (t *transformer) appendRecordTree(dst, side, line []byte, ev *amplitudeEvent) ([]byte, []byte, *fieldError) {
 	v, err := t.p.ParseBytes(line)
 	if err != nil {
 		return dst, side, &fieldError{"", "invalid JSON: " + err.Error()}
@@ -332,6 +349,17 @@ func appendText(dst []byte, v *fastjson.Value) []byte {
 	return v.MarshalTo(dst)
 }
 
+// parseString parses one string the fast path scanned, whose text needs
+// fastjson's unescaping (the tree path's, so alike to the byte). It cannot
+// fail: the scanner ends a string where fastjson does.
+func (t *transformer) parseString(line []byte, v val) *fastjson.Value {
+	pv, err := t.sp.ParseBytes(v.of(line))
+	if err != nil {
+		panic("amplitude: a scanned string does not parse: " + err.Error())
+	}
+	return pv
+}
+
 // b2s views bytes as a string without copying; the string must not
 // outlive the next change to b.
 func b2s(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
@@ -344,7 +372,10 @@ func eventTimeMs(v *fastjson.Value) (int64, bool) {
 	if v == nil || v.Type() != fastjson.TypeString {
 		return 0, false
 	}
-	s := v.GetStringBytes()
+	return parseEventTime(v.GetStringBytes())
+}
+
+func parseEventTime(s []byte) (int64, bool) {
 	if n := len(s); n > 0 && s[n-1] == 'Z' {
 		s = s[:n-1]
 	}
