@@ -75,9 +75,11 @@ type transformer struct {
 	prefixes [len(renamed) + len(passedThrough)][]byte // ,"name":
 	key, dev []byte
 
-	sc   lineScanner     // the fast path's scanner
-	scan scanned         // and what it found
-	sp   fastjson.Parser // parses the odd string the fast path must unescape
+	// The fast path (transform_scan.go).
+	fields fieldTable      // slots plus the core names (initScan)
+	sc     lineScanner     // its scanner
+	scan   scanned         // and what it found
+	sp     fastjson.Parser // parses the odd string the fast path must unescape
 }
 
 func newTransformer() *transformer {
@@ -96,6 +98,7 @@ func newTransformer() *transformer {
 	for i, name := range reserved {
 		t.reserved[i] = maphash.String(t.seed, name)
 	}
+	t.initScan()
 	return t
 }
 

@@ -7,13 +7,41 @@ import (
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
+// nTop is the number of mapped top-level fields (transformer.top).
+const nTop = len(renamed) + len(passedThrough)
+
+// The fields the identity, time and dedup key come from, and the two
+// spread ones: their slots in transformer.fields, after the mapped ones,
+// so one lookup classifies each top-level name.
+const (
+	sEventType = nTop + iota
+	sUserID
+	sDeviceID
+	sEventTime
+	sAmplitudeID
+	sUUID
+	sEventProps
+	sUserProps
+)
+
+var coreNames = [...]string{"event_type", "user_id", "device_id", "event_time", "amplitude_id", "uuid", "event_properties", "user_properties"}
+
+// initScan fills the fast path's name table: the mapped names and the
+// core ones.
+func (t *transformer) initScan() {
+	t.fields = t.slots
+	for i, name := range coreNames {
+		t.fields.add(name, nTop+i)
+	}
+}
+
 // scanned is what the fast path keeps of a line's top level: the values
 // the tree path's core and top hold, as spans. A value is present when its
 // span ends past 0 (no value starts a line).
 type scanned struct {
 	eventType, userID, deviceID, eventTime, amplitudeID, uuid val
 	eventProps, userProps                                     props
-	top                                                       [len(renamed) + len(passedThrough)]val
+	top                                                       [nTop]val
 }
 
 // props is the last event_properties or user_properties of a line: the
@@ -113,39 +141,35 @@ func (t *transformer) scanTop(line []byte, c *scanned) bool {
 		if j < 0 || kf&fEsc != 0 { // the tree path unescapes top-level names
 			return false
 		}
-		name := line[i+1 : kend-1]
-		var p *props
-		switch string(name) {
-		case "event_properties":
-			p = &c.eventProps
-		case "user_properties":
-			p = &c.userProps
-		}
+		slot := t.fields.lookup(line[i+1 : kend-1])
 		from := len(s.members)
-		next, vf := s.value(j, 1, p != nil)
+		next, vf := s.value(j, 1, slot == sEventProps || slot == sUserProps)
 		if next < 0 {
 			return false
 		}
 		v := val{span{j, next}, vf}
-		switch string(name) {
-		case "event_type":
-			c.eventType = v
-		case "user_id":
-			c.userID = v
-		case "device_id":
-			c.deviceID = v
-		case "event_time":
-			c.eventTime = v
-		case "amplitude_id":
-			c.amplitudeID = v
-		case "uuid":
-			c.uuid = v
-		case "event_properties", "user_properties":
-			*p = props{v, from, len(s.members)}
-		default:
-			if slot := t.slots.lookup(name); slot >= 0 && c.top[slot].end == 0 && v.f.kind() != kNull {
+		switch {
+		case slot < 0:
+		case slot < nTop:
+			if c.top[slot].end == 0 && vf.kind() != kNull {
 				c.top[slot] = v
 			}
+		case slot == sEventType:
+			c.eventType = v
+		case slot == sUserID:
+			c.userID = v
+		case slot == sDeviceID:
+			c.deviceID = v
+		case slot == sEventTime:
+			c.eventTime = v
+		case slot == sAmplitudeID:
+			c.amplitudeID = v
+		case slot == sUUID:
+			c.uuid = v
+		case slot == sEventProps:
+			c.eventProps = props{v, from, len(s.members)}
+		case slot == sUserProps:
+			c.userProps = props{v, from, len(s.members)}
 		}
 		i, _ = s.skipWS(next)
 		if i >= len(line) {
