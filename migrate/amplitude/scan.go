@@ -35,8 +35,7 @@ const (
 	kindMask vflags = 7
 
 	fEsc vflags = 8  // a string holding a backslash: its text needs unescaping
-	fCtl vflags = 16 // a string holding a control byte: fastjson quotes it again
-	fWS  vflags = 32 // whitespace between tokens inside: a copy drops it
+	fWS  vflags = 16 // whitespace between tokens inside: a copy drops it
 )
 
 func (f vflags) kind() vflags { return f & kindMask }
@@ -102,9 +101,6 @@ func (s *lineScanner) str(i int) (int, vflags) {
 		case c == '\\':
 			f |= fEsc
 			j += 2
-		case c < 0x20:
-			f |= fCtl
-			j++
 		default: // fewer than eight bytes left
 			j++
 		}
@@ -112,13 +108,13 @@ func (s *lineScanner) str(i int) (int, vflags) {
 }
 
 // specialBytes has the high bit set in the first byte of x (in memory
-// order) that is a quote, a backslash or a control byte; later bits may
-// be false alarms (borrows), never the first.
+// order) that is a quote or a backslash; later bits may be false alarms
+// (borrows), never the first.
 func specialBytes(x uint64) uint64 {
 	const lo, hi = 0x0101010101010101, 0x8080808080808080
 	q := x ^ (lo * '"')
 	bs := x ^ (lo * '\\')
-	return ((q-lo)&^q | (bs-lo)&^bs | (x-lo*0x20)&^x) & hi
+	return ((q-lo)&^q | (bs-lo)&^bs) & hi
 }
 
 // value scans the value starting at b[i]. Members of an object go to

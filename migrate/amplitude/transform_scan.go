@@ -255,7 +255,7 @@ func (t *transformer) text(line []byte, v val) []byte {
 // it once it has asked for the value's type: a string unescaped and
 // quoted again (by fastjson, so alike to the byte), anything else as is.
 func (t *transformer) appendUnescaped(dst, line []byte, v val) []byte {
-	if v.f.kind() == kString && v.f&(fEsc|fCtl) != 0 {
+	if v.f.kind() == kString && (v.f&fEsc != 0 || hasControl(strText(line, v))) {
 		pv := t.parseString(line, v)
 		pv.Type()
 		return pv.MarshalTo(dst)
@@ -265,3 +265,14 @@ func (t *transformer) appendUnescaped(dst, line []byte, v val) []byte {
 
 // strText is a string's bytes between its quotes.
 func strText(line []byte, v val) []byte { return line[v.start+1 : v.end-1] }
+
+// hasControl reports a control byte, which fastjson's quoting escapes. Only
+// mapped fields' strings need the check, so the scanner leaves it to them.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
