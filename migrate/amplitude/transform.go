@@ -3,7 +3,6 @@ package amplitude
 import (
 	"hash/maphash"
 	"strconv"
-	"time"
 	"unsafe"
 
 	"github.com/valyala/fastjson"
@@ -414,11 +413,42 @@ func parseEventTime(s []byte) (int64, bool) {
 	if f[1] < 1 || f[1] > 12 || f[2] < 1 || f[2] > 31 || f[3] > 23 || f[4] > 59 || f[5] > 59 {
 		return 0, false
 	}
-	t := time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], 0, time.UTC)
-	if t.Day() != f[2] { // 31 February would roll over
+	if f[2] > daysIn(f[0], f[1]) { // 31 February
 		return 0, false
 	}
-	return t.UnixMilli() + int64(ms), true
+	// Arithmetic: time.Date took about 5 % of the fast path's time.
+	days := daysFromCivil(f[0], f[1], f[2])
+	return ((days*24+int64(f[3]))*60+int64(f[4]))*60000 + int64(f[5])*1000 + int64(ms), true
+}
+
+// daysFromCivil is the number of days from 1970-01-01 to a date of the
+// proleptic Gregorian calendar, as time.Date counts them (H. Hinnant's
+// days_from_civil).
+func daysFromCivil(y, m, d int) int64 {
+	if m <= 2 {
+		y--
+	}
+	era := y / 400
+	if y < 0 {
+		era = (y - 399) / 400
+	}
+	yoe := y - era*400                  // [0, 399]
+	doy := (153*((m+9)%12)+2)/5 + d - 1 // [0, 365], from 1 March
+	doe := yoe*365 + yoe/4 - yoe/100 + doy
+	return int64(era)*146097 + int64(doe) - 719468
+}
+
+func daysIn(y, m int) int {
+	switch m {
+	case 2:
+		if y%4 == 0 && (y%100 != 0 || y%400 == 0) {
+			return 29
+		}
+		return 28
+	case 4, 6, 9, 11:
+		return 30
+	}
+	return 31
 }
 
 func digits(b []byte) (int, bool) {

@@ -255,3 +255,74 @@ func BenchmarkTransform(b *testing.B) {
 		})
 	}
 }
+
+// parseEventTimeRef is parseEventTime as it was, through time.Date.
+func parseEventTimeRef(s []byte) (int64, bool) {
+	if n := len(s); n > 0 && s[n-1] == 'Z' {
+		s = s[:n-1]
+	}
+	if len(s) < 19 || s[4] != '-' || s[7] != '-' || (s[10] != ' ' && s[10] != 'T') || s[13] != ':' || s[16] != ':' {
+		return 0, false
+	}
+	var f [6]int
+	for i, at := range [6]int{0, 5, 8, 11, 14, 17} {
+		w := 2
+		if i == 0 {
+			w = 4
+		}
+		n, ok := digits(s[at : at+w])
+		if !ok {
+			return 0, false
+		}
+		f[i] = n
+	}
+	ms := 0
+	if rest := s[19:]; len(rest) > 0 {
+		if rest[0] != '.' || len(rest) < 2 || len(rest) > 10 {
+			return 0, false
+		}
+		frac, ok := digits(rest[1:])
+		if !ok {
+			return 0, false
+		}
+		for range 10 - len(rest) {
+			frac *= 10
+		}
+		ms = frac / 1e6
+	}
+	if f[1] < 1 || f[1] > 12 || f[2] < 1 || f[2] > 31 || f[3] > 23 || f[4] > 59 || f[5] > 59 {
+		return 0, false
+	}
+	t := time.Date(f[0], time.Month(f[1]), f[2], f[3], f[4], f[5], 0, time.UTC)
+	if t.Day() != f[2] {
+		return 0, false
+	}
+	return t.UnixMilli() + int64(ms), true
+}
+
+// The event time (and so every derived $insert_id and record) is what
+// time.Date made of it: every day 00..32 of every month 00..13 of every
+// year 0000..9999, and random times and fractions.
+func TestParseEventTimeMatchesTimeDate(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 5))
+	var b []byte
+	check := func() {
+		got, gok := parseEventTime(b)
+		want, wok := parseEventTimeRef(b)
+		if got != want || gok != wok {
+			t.Fatalf("%q: %d %v; time.Date gives %d %v", b, got, gok, want, wok)
+		}
+	}
+	fracs := []string{"", ".5", ".123456", ".999999999", ".0000000001", "."}
+	for y := 0; y <= 9999; y++ {
+		if testing.Short() && y%7 != 0 {
+			continue
+		}
+		for m := 0; m <= 13; m++ {
+			for d := 0; d <= 32; d++ {
+				b = fmt.Appendf(b[:0], "%04d-%02d-%02d %02d:%02d:%02d%s", y, m, d, r.IntN(25), r.IntN(61), r.IntN(61), fracs[r.IntN(len(fracs))])
+				check()
+			}
+		}
+	}
+}
