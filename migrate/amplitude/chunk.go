@@ -46,7 +46,7 @@ func (c *chunk) add(loc Location, b []byte) {
 		return
 	}
 	start := len(c.data)
-	c.data = append(c.data, b...)
+	c.data = append(reserve(c.data, len(b)), b...)
 	c.lines = append(c.lines, span{start, len(c.data)})
 }
 
@@ -79,6 +79,8 @@ func (c *chunk) prepare() {
 			continue
 		}
 		start, sideStart := len(c.buf), len(c.side)
+		// A record is about the size of its line, a user's part smaller.
+		c.buf, c.side = reserve(c.buf, 2*(ln.end-ln.start)), reserve(c.side, ln.end-ln.start)
 		var ev amplitudeEvent
 		var ferr *fieldError
 		c.buf, c.side, ferr = c.tr.appendRecord(c.buf, c.side, ln.of(c.data), &ev)
@@ -110,4 +112,15 @@ func (c *chunk) prepare() {
 		c.state[f.Index] = recInvalid
 		c.fails = append(c.fails, Failure{Location: c.rlocs[f.Index], InsertID: f.InsertID, Field: f.Field, Message: f.Message})
 	}
+}
+
+// reserve makes room for n more bytes, doubling the capacity when it must
+// grow. append grows a large slice by a quarter at a time, so a fresh
+// chunk filling up to a batch of lines allocated and copied them about
+// five times over.
+func reserve(b []byte, n int) []byte {
+	if cap(b)-len(b) >= n {
+		return b
+	}
+	return slices.Grow(b, max(n, cap(b)))
 }

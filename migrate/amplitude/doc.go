@@ -10,7 +10,9 @@
 //     a 400 (over 4 GB) or after retries of 429/5xx run out; 404 is an
 //     empty range.
 //   - transformer (transform.go) turns each Amplitude event into a record
-//     of POST /import's shape; loader (pipeline.go) validates batches with
+//     of POST /import's shape, in one pass over the line (transform_scan.go,
+//     scan.go) or, for a line that pass leaves, through fastjson's parse
+//     tree, which writes the same bytes; loader (pipeline.go) validates batches with
 //     ingest/record's strict decoder, exactly as /import does for a
 //     Simplified ID Merge project, and writes them through store.Store.
 //   - profileSpill (profiles.go) keeps each user's latest event, spilled to

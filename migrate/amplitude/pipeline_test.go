@@ -91,7 +91,7 @@ func TestLoadParallelMatchesSerial(t *testing.T) {
 		}
 		o := outcome{counts: l.take(), writes: st.writes, progress: progress}
 		for u, latest := range l.prof.mem {
-			o.users = append(o.users, u+" "+latest.iid+" "+string(latest.props))
+			o.users = append(o.users, u+" "+string(latest.iid)+" "+string(latest.props))
 		}
 		slices.Sort(o.users)
 		return o

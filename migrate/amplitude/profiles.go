@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 )
 
 // Profiles come from each user's latest event (spec §2.5), written once at
@@ -45,12 +44,12 @@ type profileRun struct {
 // fetched in, and a re-run writes the same profile.
 type latest struct {
 	ms    int64
-	iid   string
+	iid   []byte // reused as the user's events arrive: no allocation per event
 	props []byte
 }
 
 func newer(ms int64, iid string, than *latest) bool {
-	return ms > than.ms || ms == than.ms && iid > than.iid
+	return ms > than.ms || ms == than.ms && iid > string(than.iid)
 }
 
 // profileSpill gathers latest events for one job.
@@ -75,10 +74,10 @@ func (p *profileSpill) observe(st *profileState, user []byte, ms int64, iid stri
 			return nil
 		}
 		p.bytes += len(props) - len(l.props)
-		l.ms, l.iid, l.props = ms, strings.Clone(iid), append(l.props[:0], props...)
+		l.ms, l.iid, l.props = ms, append(l.iid[:0], iid...), append(l.props[:0], props...)
 		return nil
 	}
-	p.mem[string(user)] = &latest{ms: ms, iid: strings.Clone(iid), props: slices.Clone(props)}
+	p.mem[string(user)] = &latest{ms: ms, iid: []byte(iid), props: slices.Clone(props)}
 	p.bytes += len(user) + len(iid) + len(props) + 96 // map entry and struct
 	if p.bytes >= p.limit {
 		return p.spill(st)
@@ -101,7 +100,7 @@ func (p *profileSpill) spill(st *profileState) error {
 	err := writeRun(filepath.Join(p.dir, run.Name), func(w *runWriter) error {
 		for _, u := range users {
 			l := p.mem[u]
-			w.add([]byte(u), l.ms, []byte(l.iid), l.props)
+			w.add([]byte(u), l.ms, l.iid, l.props)
 		}
 		return nil
 	})

@@ -1,0 +1,278 @@
+package amplitude
+
+import (
+	"strconv"
+
+	"github.com/tributary-dev/tributary/engine/mapping"
+	"github.com/tributary-dev/tributary/internal/jsonw"
+)
+
+// nTop is the number of mapped top-level fields (transformer.top).
+const nTop = len(renamed) + len(passedThrough)
+
+// The fields the identity, time and dedup key come from, and the two
+// spread ones: their slots in transformer.fields, after the mapped ones,
+// so one lookup classifies each top-level name.
+const (
+	sEventType = nTop + iota
+	sUserID
+	sDeviceID
+	sEventTime
+	sAmplitudeID
+	sUUID
+	sEventProps
+	sUserProps
+)
+
+var coreNames = [...]string{"event_type", "user_id", "device_id", "event_time", "amplitude_id", "uuid", "event_properties", "user_properties"}
+
+// initScan fills the fast path's name table: the mapped names and the
+// core ones.
+func (t *transformer) initScan() {
+	t.fields = t.slots
+	for i, name := range coreNames {
+		t.fields.add(name, nTop+i)
+	}
+}
+
+// scanned is what the fast path keeps of a line's top level: the values
+// the tree path's core and top hold, as spans. A value is present when its
+// span ends past 0 (no value starts a line).
+type scanned struct {
+	eventType, userID, deviceID, eventTime, amplitudeID, uuid val
+	eventProps, userProps                                     props
+	top                                                       [nTop]val
+}
+
+// props is the last event_properties or user_properties of a line: the
+// value, and its members in lineScanner.members when it is an object.
+type props struct {
+	v        val
+	from, to int
+}
+
+// appendRecordScan is appendRecord's fast path; ok is false, with dst and
+// side unchanged, for a line it leaves to the tree path.
+func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEvent) (_, _ []byte, ok bool) {
+	c := &t.scan
+	*c = scanned{}
+	if !t.scanTop(line, c) || c.eventTime.f != kString {
+		return dst, side, false
+	}
+	ms, ok := parseEventTime(strText(line, c.eventTime))
+	if !ok {
+		return dst, side, false // the tree path words the error
+	}
+	ev.user.start = len(side)
+	side = t.appendIDScan(side, line, c.userID)
+	ev.user.end = len(side)
+	ev.props.start = len(side)
+	if c.userProps.v.f.kind() == kObject {
+		side = appendCompact(side, line, c.userProps.v)
+	}
+	ev.props.end = len(side)
+	user := ev.user.of(side)
+	device := t.appendIDScan(t.dev[:0], line, c.deviceID)
+	t.dev = device
+
+	t.seen.reset()
+	for _, h := range t.reserved {
+		t.seen.add(h)
+	}
+	dst = append(dst, '{')
+	if c.eventType.end > 0 {
+		dst = append(dst, `"event":`...)
+		dst = appendCompact(dst, line, c.eventType)
+		dst = append(dst, ',')
+	}
+	dst = append(dst, `"properties":{"time":`...)
+	dst = strconv.AppendInt(dst, ms, 10)
+	dst = append(dst, `,"distinct_id":`...)
+	switch {
+	case len(user) > 0:
+		dst = jsonw.String(dst, b2s(user))
+	case len(device) > 0:
+		t.key = append(append(t.key[:0], "$device:"...), device...)
+		dst = jsonw.String(dst, b2s(t.key))
+	default: // neither: Mixpanel's reference transform falls back to amplitude_id
+		t.key = t.appendIDScan(t.key[:0], line, c.amplitudeID)
+		dst = jsonw.String(dst, b2s(t.key))
+	}
+	iid := t.insertIDScan(line, c, user)
+	dst = append(dst, `,"$insert_id":"`...)
+	dst = append(dst, iid...)
+	dst = append(dst, '"')
+	if len(user) > 0 {
+		dst = append(dst, `,"$user_id":`...)
+		dst = jsonw.String(dst, b2s(user))
+	}
+	if len(device) > 0 {
+		dst = append(dst, `,"$device_id":`...)
+		dst = jsonw.String(dst, b2s(device))
+	}
+	for i, v := range c.top {
+		if v.end > 0 && t.seen.add(t.targets[i]) {
+			dst = t.appendUnescaped(append(dst, t.prefixes[i]...), line, v)
+		}
+	}
+	dst = append(dst, `,"$source":"`+Source+`","$import":true`...)
+	dst = t.spreadScan(dst, line, c.eventProps)
+	dst = t.spreadScan(dst, line, c.userProps)
+	return append(dst, "}}"...), side, true
+}
+
+// scanTop reads the line's top-level object into c, keeping values as the
+// tree path's Visit does: the last of a repeated core field, the first
+// non-null of a mapped one.
+func (t *transformer) scanTop(line []byte, c *scanned) bool {
+	s := &t.sc
+	s.b, s.members = line, s.members[:0]
+	i, _ := s.skipWS(0)
+	if i >= len(line) || line[i] != '{' {
+		return false
+	}
+	i, _ = s.skipWS(i + 1)
+	if i < len(line) && line[i] == '}' {
+		i, _ = s.skipWS(i + 1)
+		return i == len(line)
+	}
+	for {
+		kend, kf, j := s.key(i)
+		if j < 0 || kf&fEsc != 0 { // the tree path unescapes top-level names
+			return false
+		}
+		slot := t.fields.lookup(line[i+1 : kend-1])
+		from := len(s.members)
+		next, vf := s.value(j, 1, slot == sEventProps || slot == sUserProps)
+		if next < 0 {
+			return false
+		}
+		v := val{span{j, next}, vf}
+		switch {
+		case slot < 0:
+		case slot < nTop:
+			if c.top[slot].end == 0 && vf.kind() != kNull {
+				c.top[slot] = v
+			}
+		case slot == sEventType:
+			c.eventType = v
+		case slot == sUserID:
+			c.userID = v
+		case slot == sDeviceID:
+			c.deviceID = v
+		case slot == sEventTime:
+			c.eventTime = v
+		case slot == sAmplitudeID:
+			c.amplitudeID = v
+		case slot == sUUID:
+			c.uuid = v
+		case slot == sEventProps:
+			c.eventProps = props{v, from, len(s.members)}
+		case slot == sUserProps:
+			c.userProps = props{v, from, len(s.members)}
+		}
+		i, _ = s.skipWS(next)
+		if i >= len(line) {
+			return false
+		}
+		switch line[i] {
+		case ',':
+			i, _ = s.skipWS(i + 1)
+		case '}':
+			i, _ = s.skipWS(i + 1)
+			return i == len(line)
+		default:
+			return false
+		}
+	}
+}
+
+// spreadScan appends the members of event or user properties, as spread.
+func (t *transformer) spreadScan(dst, line []byte, p props) []byte {
+	if p.v.f.kind() != kObject {
+		return dst
+	}
+	for _, m := range t.sc.members[p.from:p.to] {
+		name := t.text(line, m.key)
+		if !t.claim(name) {
+			continue
+		}
+		dst = append(dst, ',')
+		dst = jsonw.String(dst, b2s(name))
+		dst = append(dst, ':')
+		dst = appendCompact(dst, line, m.val)
+	}
+	return dst
+}
+
+// insertIDScan is insertID over scanned values.
+func (t *transformer) insertIDScan(line []byte, c *scanned, user []byte) string {
+	k := append(t.key[:0], "[amp] "...)
+	k = t.appendTextScan(k, line, c.eventType)
+	k = append(append(k, 0x1f), user...)
+	k = t.appendTextScan(append(k, 0x1f), line, c.eventTime)
+	k = t.appendIDScan(append(k, 0x1f), line, c.amplitudeID)
+	k = t.appendIDScan(append(k, 0x1f), line, c.uuid)
+	t.key = k
+	return mapping.NormalizeInsertID(b2s(k))
+}
+
+// appendIDScan is appendID: a string's text, a number's bytes, else
+// nothing.
+func (t *transformer) appendIDScan(dst, line []byte, v val) []byte {
+	switch v.f.kind() {
+	case kString:
+		if v.end > 0 {
+			return append(dst, t.text(line, v)...)
+		}
+	case kNumber:
+		return append(dst, v.of(line)...)
+	}
+	return dst
+}
+
+// appendTextScan is appendText: a string's text, any other value's JSON;
+// nothing when absent.
+func (t *transformer) appendTextScan(dst, line []byte, v val) []byte {
+	switch {
+	case v.end == 0:
+		return dst
+	case v.f.kind() == kString:
+		return append(dst, t.text(line, v)...)
+	}
+	return appendCompact(dst, line, v)
+}
+
+// text returns a string's unescaped text, valid until the next call.
+func (t *transformer) text(line []byte, v val) []byte {
+	if v.f&fEsc == 0 {
+		return strText(line, v)
+	}
+	return t.parseString(line, v).GetStringBytes()
+}
+
+// appendUnescaped appends a mapped field's value as the tree path writes
+// it once it has asked for the value's type: a string unescaped and
+// quoted again (by fastjson, so alike to the byte), anything else as is.
+func (t *transformer) appendUnescaped(dst, line []byte, v val) []byte {
+	if v.f.kind() == kString && (v.f&fEsc != 0 || hasControl(strText(line, v))) {
+		pv := t.parseString(line, v)
+		pv.Type()
+		return pv.MarshalTo(dst)
+	}
+	return appendCompact(dst, line, v)
+}
+
+// strText is a string's bytes between its quotes.
+func strText(line []byte, v val) []byte { return line[v.start+1 : v.end-1] }
+
+// hasControl reports a control byte, which fastjson's quoting escapes. Only
+// mapped fields' strings need the check, so the scanner leaves it to them.
+func hasControl(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 {
+			return true
+		}
+	}
+	return false
+}
