@@ -3,6 +3,7 @@ package amplitude
 import (
 	"bufio"
 	"bytes"
+	"math/rand/v2"
 	"os"
 	"reflect"
 	"testing"
@@ -13,8 +14,10 @@ import (
 )
 
 // The records the transform writes are in the shape the /import decoder's
-// one-pass path takes (record.Options.Canonical). Over the fixture lines
-// (escapes, numeric ids, colliding names, device-only events…) and the
+// one-pass path takes (record.Options.Canonical), with no name repeated
+// (Options.UniqueNames, which the general path ignores). Over the fixture
+// lines (escapes, numeric ids, colliding names, device-only events…),
+// generated lines (repeated and reserved names, odd values) and the
 // benchmark's lines, that path gives exactly what the general path gives,
 // and it takes every benchmark line.
 func TestTransformCanonicalMatchesGeneral(t *testing.T) {
@@ -26,6 +29,10 @@ func TestTransformCanonicalMatchesGeneral(t *testing.T) {
 	sc := bufio.NewScanner(bytes.NewReader(raw))
 	for sc.Scan() {
 		lines = append(lines, bytes.Clone(sc.Bytes()))
+	}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 5000 {
+		lines = append(lines, genLine(r))
 	}
 	fixture := len(lines)
 	for i := range 2000 {
@@ -42,8 +49,8 @@ func TestTransformCanonicalMatchesGeneral(t *testing.T) {
 	}
 	l := newLoader(1, "tok", nil, func() time.Time { return testNow }, 5000)
 	opt := l.options()
-	if !opt.Canonical {
-		t.Fatal("the migration does not use the canonical path")
+	if !opt.Canonical || !opt.UniqueNames {
+		t.Fatal("the migration does not use the canonical path with its names vouched for")
 	}
 	var canon, general record.Decoder
 	var b1, b2 store.Batch

@@ -87,7 +87,10 @@ func (l *loader) failed(f Failure) {
 // options are those of POST /import with a project secret, for a
 // Simplified ID Merge project: $user_id / $device_id make distinct_id.
 func (l *loader) options() record.Options {
-	return record.Options{Project: l.project, Token: l.token, Strict: true, Now: l.now(), Mode: identity.Simplified, Canonical: true}
+	// UniqueNames: the transform claims every property name it writes
+	// (reserved names first), so a record never repeats one.
+	return record.Options{Project: l.project, Token: l.token, Strict: true, Now: l.now(), Mode: identity.Simplified,
+		Canonical: true, UniqueNames: true}
 }
 
 func (l *loader) getChunk() *chunk {
