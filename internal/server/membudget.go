@@ -28,9 +28,6 @@ type MemoryBudget struct {
 	// ReturnFreed: DuckDB's allocator gives freed pages back at once
 	// (duckstore.Options.ReturnFreedMemory).
 	ReturnFreed bool
-	// PaceFrom: the store's loader backlog (log bytes, not memory) from
-	// which writes slow down (duckstore.Options.PaceFrom); 0: its default.
-	PaceFrom int64
 }
 
 // minDuckDB is DuckDB's least share: room for a checkpoint's blocks.
@@ -60,16 +57,8 @@ func NewSyncBudget(total int64) MemoryBudget {
 	}
 	goHeap := total / 5 * 3
 	return MemoryBudget{Total: total, DuckDB: max(total/5*2, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 16),
-		ReturnFreed: true, PaceFrom: syncPaceFrom}
+		ReturnFreed: true}
 }
-
-// syncPaceFrom: a sync's writes slow down once the loader is 48MB behind,
-// not the server's 128MB. Whatever is unapplied when the run ends is
-// applied with one core idle before the process can exit: a 5M-row sync,
-// alternated three times, took 17.5/15.5/17.6 s with 128MB (about 1 s of
-// it after the run) and 16.6/16.6/17.0 s with 48MB (0.4-0.6 s after);
-// 16MB paced too often (17.4-18.7 s).
-const syncPaceFrom = 48 << 20
 
 // duckDBLimit is DuckDB's memory_limit setting, "" for its default.
 func (b MemoryBudget) duckDBLimit() string {

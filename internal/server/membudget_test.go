@@ -57,8 +57,7 @@ func TestNewSyncBudget(t *testing.T) {
 		t.Fatalf("no budget: %+v", b)
 	}
 	b := NewSyncBudget(160 << 20)
-	if b.DuckDB != 64<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 6<<20 || b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed ||
-		b.PaceFrom != syncPaceFrom {
+	if b.DuckDB != 64<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 6<<20 || b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed {
 		t.Fatalf("160MB: %+v", b)
 	}
 	if b := NewSyncBudget(64 << 20); b.DuckDB < minDuckDB || b.DuckDB+b.GoHeap > b.Total {

@@ -56,12 +56,7 @@ type Options struct {
 	// it: 6MB (~13k rows) instead of a row group cost a sync no measurable
 	// rate, the loader having a core of its own; /import is unmeasured.
 	LoadChunkBytes int
-	// PaceFrom is how far (log bytes) the loader may fall behind before
-	// writes are slowed to let it catch up; 0 or more than 512MB = 128MB.
-	// A run that ends must wait for the loader to apply the rest with one
-	// core idle, so a sync paces sooner (loader.go).
-	PaceFrom int64
-	Logger   *slog.Logger
+	Logger         *slog.Logger
 }
 
 // checkpointThreshold is how much WAL may accumulate before DuckDB folds it
@@ -190,7 +185,6 @@ type Store struct {
 	writerBroken bool
 	chunk        *eventChunk // Arrow builders of the loader, reused
 	chunkBytes   int         // Options.LoadChunkBytes, resolved
-	paceFrom     int64       // Options.PaceFrom, resolved
 
 	wake       chan struct{} // capacity 1: "the log grew"
 	quit       chan struct{} // closed by Close
@@ -223,9 +217,6 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	}
 	if opt.LoadChunkBytes < 0 {
 		return nil, fmt.Errorf("duckstore: LoadChunkBytes must not be negative, got %d", opt.LoadChunkBytes)
-	}
-	if opt.PaceFrom < 0 {
-		return nil, fmt.Errorf("duckstore: PaceFrom must not be negative, got %d", opt.PaceFrom)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("duckstore: create directory: %w", err)
@@ -262,7 +253,6 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		wsem:       make(chan struct{}, 1),
 		scanPage:   maxScanPage,
 		chunkBytes: arrowChunkBytes,
-		paceFrom:   paceFrom,
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		loaderDone: make(chan struct{}),
@@ -270,9 +260,6 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s.applyCond = sync.NewCond(&s.applyMu)
 	if opt.LoadChunkBytes > 0 {
 		s.chunkBytes = min(opt.LoadChunkBytes, arrowChunkBytes)
-	}
-	if opt.PaceFrom > 0 && opt.PaceFrom < maxUnapplied {
-		s.paceFrom = opt.PaceFrom
 	}
 	s.pending.m = map[profileKey]pendingProfile{}
 	if s.log == nil {

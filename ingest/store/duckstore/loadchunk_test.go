@@ -52,29 +52,3 @@ func TestNegativeLoadChunkBytes(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
-
-// TestPaceFrom: a set PaceFrom replaces the default backlog from which
-// writes slow down; one at or beyond the hard limit keeps the default,
-// and a negative one is refused.
-func TestPaceFrom(t *testing.T) {
-	for _, tc := range []struct{ set, want int64 }{{0, paceFrom}, {48 << 20, 48 << 20}, {maxUnapplied, paceFrom}} {
-		opt := testOptions
-		opt.PaceFrom = tc.set
-		s, err := Open(context.Background(), filepath.Join(t.TempDir(), "p.duckdb"), opt)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if s.paceFrom != tc.want {
-			t.Errorf("PaceFrom %d: paces from %d, want %d", tc.set, s.paceFrom, tc.want)
-		}
-		if err := s.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	opt := testOptions
-	opt.PaceFrom = -1
-	if _, err := Open(context.Background(), filepath.Join(t.TempDir(), "n.duckdb"), opt); err == nil ||
-		!strings.Contains(err.Error(), "PaceFrom must not be negative, got -1") {
-		t.Fatalf("negative PaceFrom: error %v", err)
-	}
-}

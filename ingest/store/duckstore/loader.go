@@ -36,9 +36,8 @@ const (
 	// up to ~250MB behind around its commits; a 256MB bound turned those
 	// moments into stalls of every writer (p99 0.4-1.4 s), 512MB absorbs them.
 	maxUnapplied = 512 << 20
-	// Between paceFrom (Options.PaceFrom) and maxUnapplied unapplied
-	// bytes, each Write is delayed by up to maxPace, in proportion (see
-	// Store.pace).
+	// Between paceFrom and maxUnapplied unapplied bytes, each Write is
+	// delayed by up to maxPace, in proportion (see Store.pace).
 	paceFrom = 128 << 20
 	maxPace  = 100 * time.Millisecond
 )

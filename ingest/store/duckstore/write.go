@@ -168,12 +168,12 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 // once until a loader commit (up to a second) freed room.
 func (s *Store) pace(ctx context.Context) error {
 	s.applyMu.Lock()
-	over := s.unapplied - s.paceFrom
+	over := s.unapplied - paceFrom
 	s.applyMu.Unlock()
 	if over <= 0 {
 		return nil
 	}
-	d := time.Duration(float64(maxPace) * min(float64(over)/float64(maxUnapplied-s.paceFrom), 1))
+	d := time.Duration(float64(maxPace) * min(float64(over)/float64(maxUnapplied-paceFrom), 1))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
