@@ -265,7 +265,21 @@ func (t *transformer) appendRecordTree(dst, side, line []byte, ev *amplitudeEven
 	default: // neither: Mixpanel's reference transform falls back to amplitude_id
 		dst = jsonw.String(dst, string(appendID(nil, c.amplitudeID)))
 	}
-	iid := t.insertID(&c, user)
+	dst = appendIDs(dst, t.insertID(&c, user), user, device)
+	for i, v := range t.top {
+		if v != nil && t.seen.add(t.targets[i]) {
+			dst = v.MarshalTo(append(dst, t.prefixes[i]...))
+		}
+	}
+	dst = append(dst, `,"$source":"`+Source+`","$import":true`...)
+	dst = t.spread(dst, c.eventProps)
+	dst = t.spread(dst, c.userProps)
+	return append(dst, "}}"...), side, nil
+}
+
+// appendIDs writes the record's $insert_id, then $user_id and $device_id
+// when the event has them (both transform paths).
+func appendIDs(dst []byte, iid string, user, device []byte) []byte {
 	dst = append(dst, `,"$insert_id":"`...)
 	dst = append(dst, iid...)
 	dst = append(dst, '"')
@@ -277,15 +291,7 @@ func (t *transformer) appendRecordTree(dst, side, line []byte, ev *amplitudeEven
 		dst = append(dst, `,"$device_id":`...)
 		dst = jsonw.String(dst, b2s(device))
 	}
-	for i, v := range t.top {
-		if v != nil && t.seen.add(t.targets[i]) {
-			dst = v.MarshalTo(append(dst, t.prefixes[i]...))
-		}
-	}
-	dst = append(dst, `,"$source":"`+Source+`","$import":true`...)
-	dst = t.spread(dst, c.eventProps)
-	dst = t.spread(dst, c.userProps)
-	return append(dst, "}}"...), side, nil
+	return dst
 }
 
 // spread appends the members of an object (event or user properties).

@@ -98,18 +98,7 @@ func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEven
 		t.key = t.appendIDScan(t.key[:0], line, c.amplitudeID)
 		dst = jsonw.String(dst, b2s(t.key))
 	}
-	iid := t.insertIDScan(line, c, user)
-	dst = append(dst, `,"$insert_id":"`...)
-	dst = append(dst, iid...)
-	dst = append(dst, '"')
-	if len(user) > 0 {
-		dst = append(dst, `,"$user_id":`...)
-		dst = jsonw.String(dst, b2s(user))
-	}
-	if len(device) > 0 {
-		dst = append(dst, `,"$device_id":`...)
-		dst = jsonw.String(dst, b2s(device))
-	}
+	dst = appendIDs(dst, t.insertIDScan(line, c, user), user, device)
 	for i, v := range c.top {
 		if v.end > 0 && t.seen.add(t.targets[i]) {
 			dst = t.appendUnescaped(append(dst, t.prefixes[i]...), line, v)
