@@ -60,7 +60,10 @@ func (m *Mapper) appendJSONText(dst []byte, text, prefix string) []byte {
 		m.badJSON = true
 		return dst
 	}
-	if m.claim([]byte(prefix)) {
+	// prefix is the column's own name: plan counted it among the fixed
+	// names, so that no name read from a row takes it, and a claim would
+	// always fail. A table column of that name still wins.
+	if _, static := m.static[prefix]; !static && m.claimDynamic([]byte(prefix), false) {
 		dst = m.keyBytes(dst, []byte(prefix), false)
 		dst = appendString(dst, text)
 	}
@@ -83,6 +86,15 @@ func (m *Mapper) claimName(name []byte, stable bool) bool {
 			return false
 		}
 	}
+	return m.claimTagged(name, t, stable)
+}
+
+// claimDynamic is claimName against the names taken in this row only.
+func (m *Mapper) claimDynamic(name []byte, stable bool) bool {
+	return m.claimTagged(name, nameTag(name), stable)
+}
+
+func (m *Mapper) claimTagged(name []byte, t uint32, stable bool) bool {
 	if len(m.dyn) < 32 {
 		for _, d := range m.dyn {
 			if d.tag == t && d.name == b2s(name) {

@@ -31,7 +31,7 @@ var frozenDigests = map[string]string{
 	"events-insert-id": "3e0d5b9ebab759e978eaad6c2db87ce872446add35b555af7de0968ec10f248c",
 	"people":           "ce7eba91153885fd1f9d11e710207976142b124e6f45df7078ed0b79b5e78283",
 	"groups":           "8ad39c575161c7051f5eecd9d3903349baaa35397b22c241a9f7466eb0d61de7",
-	"lookup":           "ca0368ee38050687b3fe9368adc3b56e21f4dd00871936e89debf8b10a1bc9bf",
+	"lookup":           "b97ffa6e4ca2cba056b481fb78a78f3deea46dd30d396236669dcbd2b8663e46",
 	"bench":            "8270230f269d116871f60a7f3b1ebb0d088dde29bf18acf947a51fee4dd3c54d",
 }
 

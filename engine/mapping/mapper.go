@@ -58,6 +58,7 @@ type Mapper struct {
 	// property name. Names read per row (MAP, JSON) are claimed against
 	// those and each other, so then no record repeats a name.
 	uniqueNames bool
+	static      map[string]struct{} // the names table columns and STRUCT fields write
 }
 
 // New plans the mapping of batches with schema s.
@@ -102,7 +103,7 @@ func New(opt Options, s *arrow.Schema) (*Mapper, error) {
 		m.staticEvent = jsonw.String(nil, im.Event())
 	}
 	m.plan(s)
-	m.uniqueNames = m.staticNamesDistinct()
+	m.static, m.uniqueNames = m.staticNames()
 	for _, c := range m.extraCols {
 		m.extraTags = append(m.extraTags, append([]byte{0x1f}, m.plans[c].Column...))
 	}
@@ -225,20 +226,21 @@ func (m *Mapper) tagBytes() []byte {
 // Plan reports how each source column is mapped.
 func (m *Mapper) Plan() []ColumnPlan { return m.plans }
 
-// staticNamesDistinct reports whether the properties written by table
-// columns and STRUCT fields have distinct names (a column renamed to
+// staticNames returns the names of the properties table columns and
+// STRUCT fields write, and whether they are distinct (a column renamed to
 // another's name, or a column named "a.b" beside STRUCT a's field b,
 // would repeat one). Reserved names never get here: they are shadowed.
-func (m *Mapper) staticNamesDistinct() bool {
-	seen := make(map[string]bool, len(m.props))
+func (m *Mapper) staticNames() (names map[string]struct{}, distinct bool) {
+	names = make(map[string]struct{}, len(m.props))
+	distinct = true
 	for _, l := range m.props {
 		if l.dyn {
 			continue
 		}
-		if seen[l.name] {
-			return false
+		if _, dup := names[l.name]; dup {
+			distinct = false
 		}
-		seen[l.name] = true
+		names[l.name] = struct{}{}
 	}
-	return true
+	return names, distinct
 }
