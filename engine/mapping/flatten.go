@@ -63,8 +63,11 @@ func (m *Mapper) appendJSONText(dst []byte, text, prefix string) []byte {
 	// prefix is the column's own name: plan counted it among the fixed
 	// names, so that no name read from a row takes it, and a claim would
 	// always fail. A table column of that name still wins.
-	if _, static := m.static[prefix]; !static && m.claimDynamic([]byte(prefix), false) {
-		dst = m.keyBytes(dst, []byte(prefix), false)
+	if _, static := m.static[prefix]; static {
+		return dst
+	}
+	if name := []byte(prefix); m.claimDynamic(name, false) {
+		dst = m.keyBytes(dst, name, false)
 		dst = appendString(dst, text)
 	}
 	return dst
