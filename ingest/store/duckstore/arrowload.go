@@ -72,8 +72,21 @@ func (c *strCol) reset() {
 }
 
 func (c *strCol) add(b []byte) {
+	if len(c.data)+len(b) > cap(c.data) {
+		c.grow(len(b))
+	}
 	c.data = append(c.data, b...)
 	c.offsets = append(c.offsets, int32(len(c.data)))
+}
+
+// grow at least doubles the data buffer. append alone grows a large slice
+// by a quarter at a time: filling a fresh store's first chunk (~100 MB of
+// properties) then copied ~4× its bytes and faulted in ~5× its pages, a
+// tenth of a 200k-event migration's CPU (pprof).
+func (c *strCol) grow(n int) {
+	d := make([]byte, len(c.data), max(2*cap(c.data), len(c.data)+n))
+	copy(d, c.data)
+	c.data = d
 }
 
 // eventChunk accumulates log events column-wise. The loader alone uses it.
