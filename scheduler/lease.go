@@ -118,6 +118,9 @@ func (s *Scheduler) renew(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, s.opt.RenewEvery)
 	defer cancel()
 	ids, err := s.opt.Store.RenewRuns(ctx, s.opt.Owner, s.opt.Now().Add(s.opt.Lease).UnixMilli())
+	if errors.Is(err, store.ErrClosed) {
+		return // the process is shutting down; its runs have ended
+	}
 	if err != nil {
 		s.opt.Log.Warn("renewing run leases", "owner", s.opt.Owner, "err", err)
 		return

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -129,5 +130,21 @@ func TestEveryIsAligned(t *testing.T) {
 	_, gran, _ = parseSchedule("*/15 * * * *")
 	if p := periodOf(base.Add(15*time.Minute+3*time.Second), gran); p != "2026-03-01T10:15:00Z" {
 		t.Fatalf("cron period: %s", p)
+	}
+}
+
+// A renewal that meets the store closed (the CLI closes it as the process
+// ends) is the shutdown, not a failure worth a warning.
+func TestRenewOnClosedStoreIsQuiet(t *testing.T) {
+	f := newFixture(t, 10, "api")
+	var logs strings.Builder
+	s := New(f.sched.Catalog(), Options{Runner: f.sched.opt.Runner, Store: f.st, Owner: "me",
+		Log: slog.New(slog.NewTextHandler(&logs, nil))})
+	if err := f.st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s.renew(context.Background())
+	if logs.Len() != 0 {
+		t.Fatalf("renewal on a closed store logged: %s", logs.String())
 	}
 }

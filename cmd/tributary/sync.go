@@ -109,6 +109,9 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	sched := scheduler.New(cat, scheduler.Options{Runner: &syncrun.Runner{Registry: reg, Store: st, Log: log}, Store: st, Log: log})
+	// Stopped before the store closes (defers run last-in first-out): the
+	// lease renewal loop would otherwise tick into a closing store.
+	defer func() { _ = sched.Stop(context.WithoutCancel(ctx)) }()
 	bar := &progressBar{w: stderr}
 	// Without a bar nothing shows an ETA, so the source is not asked to
 	// count the rows first: on Postgres that is a scan of the whole
