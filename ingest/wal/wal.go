@@ -72,6 +72,20 @@ type Log struct {
 	// buffer and entry-sized payload per call were a sixth of a sync's
 	// allocated bytes.
 	replayBufs sync.Pool
+	// resume is where the last Replay stopped. The loader replays from
+	// its applied LSN a transaction at a time; reading each segment from
+	// its start read and checksummed every entry already applied again
+	// (on average half a segment per call).
+	resume replayMark
+}
+
+// replayMark is a position in a segment: the entries up to lsn end at off.
+// It is only used while a segment with that first LSN is in segs: names
+// come from first LSNs, which never repeat within a Log's life.
+type replayMark struct {
+	first, lsn uint64
+	off        int64
+	ok         bool
 }
 
 type replayBufs struct {
@@ -201,31 +215,49 @@ func scanSegment(path string, first, upTo uint64) (end int64, lastLSN uint64, er
 // length beyond them is a torn or stale header, refused before it could
 // make a large allocation.
 func readEntry(r io.Reader, buf []byte, avail int64) (lsn uint64, payload []byte, n int, err error) {
+	lsn, size, sum, err := readHeader(r, avail)
+	if err != nil {
+		return 0, nil, 0, err
+	}
+	payload, n, err = readPayload(r, buf, lsn, size, sum)
+	return lsn, payload, n, err
+}
+
+// readHeader reads an entry's header and checks its length against the
+// avail bytes left.
+func readHeader(r io.Reader, avail int64) (lsn uint64, size, sum uint32, err error) {
 	var h [headerSize]byte
 	if _, err := io.ReadFull(r, h[:]); err != nil {
 		if err == io.EOF {
-			return 0, nil, 0, io.EOF
+			return 0, 0, 0, io.EOF
 		}
-		return 0, nil, 0, fmt.Errorf("short header: %w", err)
+		return 0, 0, 0, fmt.Errorf("short header: %w", err)
 	}
-	size := binary.LittleEndian.Uint32(h[0:4])
-	sum := binary.LittleEndian.Uint32(h[4:8])
+	size = binary.LittleEndian.Uint32(h[0:4])
+	sum = binary.LittleEndian.Uint32(h[4:8])
 	lsn = binary.LittleEndian.Uint64(h[8:16])
 	if size > MaxEntry || int64(size) > avail-headerSize {
-		return 0, nil, 0, fmt.Errorf("entry length %d out of range", size)
+		return 0, 0, 0, fmt.Errorf("entry length %d out of range", size)
 	}
+	return lsn, size, sum, nil
+}
+
+// readPayload reads the payload of the entry whose header was just read
+// and checks its sum.
+func readPayload(r io.Reader, buf []byte, lsn uint64, size, sum uint32) ([]byte, int, error) {
 	if cap(buf) < int(size) {
 		buf = make([]byte, size)
 	}
-	payload = buf[:size]
+	payload := buf[:size]
 	if _, err := io.ReadFull(r, payload); err != nil {
-		return 0, nil, 0, fmt.Errorf("short payload: %w", err)
+		return nil, 0, fmt.Errorf("short payload: %w", err)
 	}
-	c := crc32.Update(crc32.Checksum(h[8:16], crcTable), crcTable, payload)
-	if c != sum {
-		return 0, nil, 0, errors.New("checksum mismatch")
+	var l [8]byte
+	binary.LittleEndian.PutUint64(l[:], lsn)
+	if crc32.Update(crc32.Checksum(l[:], crcTable), crcTable, payload) != sum {
+		return nil, 0, errors.New("checksum mismatch")
 	}
-	return lsn, payload, headerSize + int(size), nil
+	return payload, headerSize + int(size), nil
 }
 
 // LastLSN is the LSN of the last durable entry (0 when the log is empty).
@@ -365,11 +397,16 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 	l.mu.Lock()
 	segs := append([]segment(nil), l.segs...)
 	last, lastSize := l.lastLSN, l.size
+	from := l.resume
 	l.readers++
 	l.mu.Unlock()
+	var mark replayMark // the last entry read through: skipped or taken by fn
 	defer func() {
 		l.mu.Lock()
 		l.readers--
+		if mark.ok {
+			l.resume = mark
+		}
 		l.mu.Unlock()
 	}()
 	rb, _ := l.replayBufs.Get().(*replayBufs)
@@ -397,29 +434,46 @@ func (l *Log) Replay(after uint64, fn func(lsn uint64, payload []byte) error) er
 		if i == len(segs)-1 {
 			end = lastSize
 		}
+		pos := int64(0)
+		if from.ok && from.first == s.first && from.lsn <= after && from.off <= end {
+			if _, err := f.Seek(from.off, io.SeekStart); err != nil {
+				f.Close()
+				return fmt.Errorf("wal: %w", err)
+			}
+			pos = from.off
+		}
 		r := rb.r
-		r.Reset(io.LimitReader(f, end))
-		for pos := int64(0); ; {
-			lsn, payload, n, err := readEntry(r, buf, end-pos)
+		r.Reset(io.LimitReader(f, end-pos))
+		for {
+			lsn, size, sum, err := readHeader(r, end-pos)
 			if err == io.EOF {
 				break
+			}
+			var payload []byte
+			if err == nil {
+				if lsn > last {
+					break // appended after Replay began; the next call reads it
+				}
+				if lsn > after || lsn < s.first {
+					payload, _, err = readPayload(r, buf, lsn, size, sum)
+				} else {
+					// Applied already: neither read nor checked.
+					_, err = r.Discard(int(size))
+				}
 			}
 			if err != nil {
 				f.Close()
 				return fmt.Errorf("%w: %s: %v", ErrCorrupt, s.path, err)
 			}
-			buf = payload[:0]
-			pos += int64(n)
-			if lsn > last {
-				break // appended after Replay began; the next call reads it
+			pos += headerSize + int64(size)
+			if lsn > after {
+				buf = payload[:0]
+				if err := fn(lsn, payload); err != nil {
+					f.Close()
+					return err
+				}
 			}
-			if lsn <= after {
-				continue
-			}
-			if err := fn(lsn, payload); err != nil {
-				f.Close()
-				return err
-			}
+			mark = replayMark{first: s.first, lsn: lsn, off: pos, ok: true}
 		}
 		f.Close()
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"slices"
@@ -440,5 +441,70 @@ func TestOnlySparesLeft(t *testing.T) {
 	defer l.Close()
 	if l.LastLSN() != 0 {
 		t.Fatalf("an empty log reopened with LastLSN %d: %v", l.LastLSN(), collect(t, l, 0))
+	}
+}
+
+// The loader's pattern: replay from the applied LSN, take a few entries,
+// stop; sometimes replay the same entries again (a rolled-back load), or
+// from further back; release segments behind; append meanwhile. Every
+// Replay must deliver exactly the entries after its start, in order, and
+// remember where it stopped so the next one need not read from the
+// segment's start.
+func TestReplayResumesWhereItStopped(t *testing.T) {
+	l := openSized(t, t.TempDir(), 400)
+	defer l.Close()
+	rng := rand.New(rand.NewPCG(7, 11))
+	var entries []string // entries[lsn-1]
+	var applied, released uint64
+	errStop := errors.New("stop")
+	for step := range 3000 {
+		switch op := rng.IntN(10); {
+		case op < 4:
+			for range 1 + rng.IntN(4) {
+				p := fmt.Sprintf("e%d-%s", len(entries)+1, strings.Repeat("x", rng.IntN(120)))
+				lsn, err := l.Append([]byte(p))
+				if err != nil || lsn != uint64(len(entries)+1) {
+					t.Fatalf("append: %d %v", lsn, err)
+				}
+				entries = append(entries, p)
+			}
+		case op < 9:
+			after := applied
+			if op == 8 { // from further back, not before what was released
+				after = released + rng.Uint64N(applied-released+1)
+			}
+			take := 1 + rng.IntN(6)
+			next := after + 1
+			err := l.Replay(after, func(lsn uint64, p []byte) error {
+				if next-after > uint64(take) {
+					return errStop
+				}
+				if lsn != next || string(p) != entries[lsn-1] {
+					t.Fatalf("step %d: replay after %d gave %d:%.12s, want %d:%.12s", step, after, lsn, p, next, entries[next-1])
+				}
+				next++
+				return nil
+			})
+			if err != nil && !errors.Is(err, errStop) {
+				t.Fatalf("step %d: replay: %v", step, err)
+			}
+			if err == nil && next != uint64(len(entries))+1 {
+				t.Fatalf("step %d: replay after %d ended at %d of %d entries", step, after, next-1, len(entries))
+			}
+			if got := l.resume.lsn; next-1 > after && got != next-1 {
+				t.Fatalf("step %d: replay took entries up to %d but would resume after %d", step, next-1, got)
+			}
+			if op < 7 { // a load that committed
+				applied = max(applied, next-1)
+			}
+		default:
+			if err := l.Release(applied); err != nil {
+				t.Fatal(err)
+			}
+			released = applied
+		}
+	}
+	if got := collect(t, l, applied); len(got) != len(entries)-int(applied) {
+		t.Fatalf("final replay: %d entries, want %d", len(got), len(entries)-int(applied))
 	}
 }
