@@ -2,6 +2,7 @@ package lookup
 
 import (
 	"fmt"
+	"strings"
 
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
@@ -22,11 +23,19 @@ func NewBuilder(columns []string, opt Options) *Builder {
 	return &Builder{t: Table{columns: columns, index: map[string]int{}}, maxBytes: opt.MaxBytes}
 }
 
+// errNULKey refuses U+0000 in a key, as profiles refuse it in ids:
+// PostgreSQL text cannot hold it, so one such key failed the whole table's
+// replacement on that store (the row's cells are JSON, where it is escaped).
+const errNULKey = "primary key must not contain the NUL character (U+0000)"
+
 // Add appends a row: props is a compact JSON object of the other columns.
 func (b *Builder) Add(key string, props []byte) error {
 	t := &b.t
 	if key == "" {
 		return fmt.Errorf("%w: primary key is required and cannot be blank", ErrInvalid)
+	}
+	if strings.IndexByte(key, 0) >= 0 {
+		return fmt.Errorf("%w: %s", ErrInvalid, errNULKey)
 	}
 	if _, dup := t.index[key]; dup {
 		return fmt.Errorf("%w: duplicate primary key %q", ErrInvalid, key)

@@ -99,7 +99,9 @@ func TestRowErrors(t *testing.T) {
 		"d,x\"y,2\n" + // row 7: bare quote
 		"e,\"multi\nline\",2\n" + // row 8, lines 9-10: fine
 		"f,\xff,2\n" + // row 9, line 11: invalid UTF-8
-		"g,1,2\n"
+		"g,1,2\n" + // row 10: fine
+		"h\x00,1,2\n" + // row 11, line 13: NUL in the key
+		"i,1\x00,2\n" // row 12: NUL in a cell is fine (escaped in the row's JSON)
 	_, err := Parse(strings.NewReader(in), Options{})
 	var re *RowErrors
 	if !errors.As(err, &re) || !errors.Is(err, ErrInvalid) {
@@ -113,11 +115,12 @@ func TestRowErrors(t *testing.T) {
 		{6, 7, "invalid row: wrong number of fields: got 4, want 3"},
 		{7, 8, `invalid row: parse error on line 8, column 4: bare " in non-quoted-field`},
 		{9, 11, `column "v": value is not valid UTF-8`},
+		{11, 13, "primary key must not contain the NUL character (U+0000)"},
 	}
 	if re.Total != len(want) || fmt.Sprint(re.Rows) != fmt.Sprint(want) {
 		t.Fatalf("got  %d %v\nwant %d %v", re.Total, re.Rows, len(want), want)
 	}
-	if !strings.HasPrefix(err.Error(), "lookup: 7 row(s) failed validation; row 2 (line 3): primary key") {
+	if !strings.HasPrefix(err.Error(), "lookup: 8 row(s) failed validation; row 2 (line 3): primary key") {
 		t.Errorf("message: %s", err)
 	}
 }
@@ -234,7 +237,7 @@ func TestBuilder(t *testing.T) {
 	if err := b.Add("b", []byte(`{}`)); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range []struct{ key, props string }{{"", `{}`}, {"a", `{}`}, {"c", `[]`}} {
+	for _, bad := range []struct{ key, props string }{{"", `{}`}, {"a", `{}`}, {"c", `[]`}, {"d\x00", `{}`}} {
 		if err := b.Add(bad.key, []byte(bad.props)); !errors.Is(err, ErrInvalid) {
 			t.Errorf("Add(%q, %s) = %v, want ErrInvalid", bad.key, bad.props, err)
 		}

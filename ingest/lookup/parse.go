@@ -160,6 +160,10 @@ func (b *builder) add(row, line int, rec []string) {
 		b.errs.add(row, line, "primary key is required and cannot be blank")
 		return
 	}
+	if strings.IndexByte(key, 0) >= 0 {
+		b.errs.add(row, line, "%s", errNULKey)
+		return
+	}
 	for i, cell := range rec {
 		if !utf8.ValidString(cell) {
 			b.errs.add(row, line, "column %q: value is not valid UTF-8", b.t.columns[i])
