@@ -8,6 +8,8 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"time"
+
+	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 )
 
 // MemoryBudget splits a process's memory budget (the config's
@@ -23,9 +25,13 @@ type MemoryBudget struct {
 	DuckDB int64 // the store's DuckDB memory_limit
 	GoHeap int64 // the Go soft memory limit (LimitGoHeap)
 	// LoadChunkBytes bounds the event strings of one loader INSERT, a
-	// sixteenth of GoHeap: a full row group of typical events is ~55 MB.
+	// thirty-second of GoHeap: the loader fills one chunk while DuckDB
+	// inserts the other, and a row group of typical events is ~55 MB.
 	LoadChunkBytes int
-	// ReturnFreed: DuckDB's allocator gives freed pages back at once
+	// LoadTxnRows bounds a loader transaction (0: the store's default);
+	// DuckDB holds its rows uncompressed until COMMIT.
+	LoadTxnRows int
+	// ReturnFreed: DuckDB's allocator gives freed pages back soon
 	// (duckstore.Options.ReturnFreedMemory).
 	ReturnFreed bool
 }
@@ -39,25 +45,30 @@ func NewMemoryBudget(total int64) MemoryBudget {
 		return MemoryBudget{}
 	}
 	goHeap := total / 4 * 3
-	return MemoryBudget{Total: total, DuckDB: max(total/8, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 16)}
+	return MemoryBudget{Total: total, DuckDB: max(total/8, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32)}
 }
 
-// NewSyncBudget is `tributary sync`'s split of total: two fifths for
-// DuckDB, three fifths for the Go heap. A sync is mostly the store's
-// loader, and with an eighth DuckDB spilled each row group in progress
-// (≈ 45 MB of a 12-column table) to its temp file, compressing it there
-// and reading it back: ≈ 14 % of the sync's CPU. 5M-row syncbench, DuckDB
-// 64 MB and Go 96 MB (this split of sync's 160MB default) against 16 and
-// 96 MB, alternated: 22.5/22.5 s of CPU against 24.4/24.6, peak RSS
-// 257-261 against 235-238 MiB (with ReturnFreed; without it 64 MB for
-// DuckDB cost 321-340 MiB).
+// NewSyncBudget is `tributary sync`'s split of total: a quarter for
+// DuckDB, three fifths for the Go heap, and loader transactions of one row
+// group. A sync is mostly the store's loader. With an eighth for DuckDB it
+// spilled each row group in progress (≈ 45 MB of a 12-column table) to its
+// temp file, compressing it there and reading it back: ≈ 14 % of the
+// sync's CPU (5M-row syncbench, DuckDB 64 MB and Go 96 MB against 16 and
+// 96 MB: 22.5/22.5 s of CPU against 24.4/24.6). Since DuckDB's allocator
+// keeps freed pages for 100 ms instead of returning them at once
+// (duckstore's freedDecayMs; a quarter less CPU where page faults are
+// dear), the pages of one transaction's rows stay resident between
+// transactions; a quarter for DuckDB and one row group per transaction pay
+// for that: 5M-row syncbench peak RSS 280/280 MiB against 275/277 MiB
+// with two fifths, two row groups and no delay, and 292-299 MiB with two
+// row groups.
 func NewSyncBudget(total int64) MemoryBudget {
 	if total <= 0 {
 		return MemoryBudget{}
 	}
 	goHeap := total / 5 * 3
-	return MemoryBudget{Total: total, DuckDB: max(total/5*2, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 16),
-		ReturnFreed: true}
+	return MemoryBudget{Total: total, DuckDB: max(total/4, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32),
+		LoadTxnRows: duckstore.RowGroupRows, ReturnFreed: true}
 }
 
 // duckDBLimit is DuckDB's memory_limit setting, "" for its default.

@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"testing"
+
+	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 )
 
 func TestNewMemoryBudget(t *testing.T) {
@@ -11,7 +13,7 @@ func TestNewMemoryBudget(t *testing.T) {
 		t.Fatalf("no budget: %+v %q", b, b.duckDBLimit())
 	}
 	b := NewMemoryBudget(128 << 20)
-	if b.DuckDB != 16<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 6<<20 || b.duckDBLimit() != "16384KiB" {
+	if b.DuckDB != 16<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 3<<20 || b.duckDBLimit() != "16384KiB" {
 		t.Fatalf("128MB: %+v %q", b, b.duckDBLimit())
 	}
 	if b.DuckDB+b.GoHeap > b.Total {
@@ -57,7 +59,8 @@ func TestNewSyncBudget(t *testing.T) {
 		t.Fatalf("no budget: %+v", b)
 	}
 	b := NewSyncBudget(160 << 20)
-	if b.DuckDB != 64<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 6<<20 || b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed {
+	if b.DuckDB != 40<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 3<<20 || b.LoadTxnRows != duckstore.RowGroupRows ||
+		b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed {
 		t.Fatalf("160MB: %+v", b)
 	}
 	if b := NewSyncBudget(64 << 20); b.DuckDB < minDuckDB || b.DuckDB+b.GoHeap > b.Total {

@@ -168,8 +168,8 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, thread
 	} else {
 		path := filepath.Join(cfg.DataDir, "tributary.duckdb")
 		duck, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: b.duckDBLimit(), Threads: threads,
-			DiskKeys: cfg.DedupKeys == config.DedupDisk, LoadChunkBytes: b.LoadChunkBytes, ReturnFreedMemory: b.ReturnFreed,
-			Logger: log})
+			DiskKeys: cfg.DedupKeys == config.DedupDisk, LoadChunkBytes: b.LoadChunkBytes, LoadTxnRows: b.LoadTxnRows,
+			ReturnFreedMemory: b.ReturnFreed, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("open embedded store %s: %w", path, err)
 		}

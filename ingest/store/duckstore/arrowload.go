@@ -24,10 +24,13 @@ import (
 // copies the rows into its own storage during the INSERT, and the view and
 // the exported stream are released before the next batch is built.
 
+// RowGroupRows is the rows of one DuckDB row group.
+const RowGroupRows = 122_880
+
 const (
 	// arrowChunkRows is the size of one Arrow batch and INSERT: DuckDB's
 	// row group, so each INSERT fills whole row groups.
-	arrowChunkRows = 122_880
+	arrowChunkRows = RowGroupRows
 	// arrowChunkBytes also ends a batch: it bounds the loader's memory
 	// (events may carry up to 1 MB of properties each) and keeps string
 	// offsets far from the int32 limit of Arrow's string type. It is the

@@ -42,10 +42,8 @@ type Options struct {
 	MemoryLimit string // e.g. "2GB"; "" = DuckDB default (80% of RAM)
 	Threads     int    // 0 = DuckDB default (one per core)
 	// ReturnFreedMemory makes DuckDB's allocator (the process's) give
-	// freed pages back at once instead of after its decay delay (1 s):
-	// the loader allocates and frees compression buffers all the time, so
-	// they stayed resident (a 5M-row sync with 64 MB for DuckDB: peak RSS
-	// 321-340 → 257-270 MiB, for ~1 s more CPU in 22). Linux/amd64 only.
+	// freed pages back after freedDecayMs instead of its default delay.
+	// Linux/amd64 only.
 	ReturnFreedMemory bool
 	// DiskKeys keeps all but the most recent dedup keys in sorted files
 	// beside the database instead of memory (keyset_choice.go).
@@ -56,8 +54,25 @@ type Options struct {
 	// it: 6MB (~13k rows) instead of a row group cost a sync no measurable
 	// rate, the loader having a core of its own; /import is unmeasured.
 	LoadChunkBytes int
-	Logger         *slog.Logger
+	// LoadTxnRows ends a loader transaction after this many rows; 0 or
+	// more than two row groups = two row groups (loadTxnRows). DuckDB
+	// holds a transaction's rows uncompressed until its COMMIT, so this
+	// bounds that memory, which a small budget lowers.
+	LoadTxnRows int
+	Logger      *slog.Logger
 }
+
+// freedDecayMs is how long DuckDB's allocator keeps freed pages with
+// Options.ReturnFreedMemory. DuckDB frees the uncompressed rows of each
+// loader transaction at its COMMIT (~80 MB for two row groups of a
+// 12-column table) and the next transaction allocates as much again.
+// With a delay of 0 (a 1 s delay had cost a 5M-row sync 321-340 MiB of
+// peak RSS with DuckDB's share at 64 MB) every page of that came back as
+// a page fault, and on a machine where faults are dear (a paravirtualised
+// guest: ~10 µs each) they were a quarter of the sync's CPU: 5M-row
+// syncbench, 560-580k faults and 8.4-11 s of system time against
+// 140-175k and 5.3-6.7 s with 100 ms, user+sys 33-37 s against 28-30 s.
+const freedDecayMs = 100
 
 // checkpointThreshold is how much WAL may accumulate before DuckDB folds it
 // into the main file. The loader commits hundreds of thousands of rows at
@@ -183,8 +198,9 @@ type Store struct {
 	// writerBroken: a ROLLBACK failed, so writer may still be inside a
 	// transaction; the next load replaces the connection first.
 	writerBroken bool
-	chunk        *eventChunk // Arrow builders of the loader, reused
-	chunkBytes   int         // Options.LoadChunkBytes, resolved
+	pipe         *loadPipe // the loader's two Arrow chunks, reused
+	chunkBytes   int       // Options.LoadChunkBytes, resolved
+	txnRows      int       // Options.LoadTxnRows, resolved
 
 	wake       chan struct{} // capacity 1: "the log grew"
 	quit       chan struct{} // closed by Close
@@ -217,6 +233,9 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	}
 	if opt.LoadChunkBytes < 0 {
 		return nil, fmt.Errorf("duckstore: LoadChunkBytes must not be negative, got %d", opt.LoadChunkBytes)
+	}
+	if opt.LoadTxnRows < 0 {
+		return nil, fmt.Errorf("duckstore: LoadTxnRows must not be negative, got %d", opt.LoadTxnRows)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("duckstore: create directory: %w", err)
@@ -253,6 +272,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		wsem:       make(chan struct{}, 1),
 		scanPage:   maxScanPage,
 		chunkBytes: arrowChunkBytes,
+		txnRows:    loadTxnRows,
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		loaderDone: make(chan struct{}),
@@ -260,6 +280,10 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s.applyCond = sync.NewCond(&s.applyMu)
 	if opt.LoadChunkBytes > 0 {
 		s.chunkBytes = min(opt.LoadChunkBytes, arrowChunkBytes)
+	}
+	s.pipe = newLoadPipe(s.chunkBytes)
+	if opt.LoadTxnRows > 0 {
+		s.txnRows = min(opt.LoadTxnRows, loadTxnRows)
 	}
 	s.pending.m = map[profileKey]pendingProfile{}
 	if s.log == nil {

@@ -36,17 +36,17 @@ import (
 	"unsafe"
 )
 
-// returnFreedMemory sets the decay delays of DuckDB's allocator to 0, for
-// every arena and those made later: freed pages go back to the system at
-// once instead of staying resident for the delay. The setting is the
-// process's. It is made through mallctl because the environment variable
-// (DUCKDB_JE_MALLOC_CONF) had no effect when set from Go: jemalloc had
-// already read it, before main ran.
+// returnFreedMemory sets the decay delays of DuckDB's allocator to
+// freedDecayMs, for every arena and those made later: freed pages go back
+// to the system after that instead of staying resident for jemalloc's
+// default delay. The setting is the process's. It is made through mallctl
+// because the environment variable (DUCKDB_JE_MALLOC_CONF) had no effect
+// when set from Go: jemalloc had already read it, before main ran.
 func returnFreedMemory() error {
 	set := func(name string) C.int {
 		cs := C.CString(name)
 		defer C.free(unsafe.Pointer(cs))
-		return C.tributary_je_set_ssize(cs, 0)
+		return C.tributary_je_set_ssize(cs, freedDecayMs)
 	}
 	// The defaults of arenas made from now on.
 	for _, name := range []string{"arenas.dirty_decay_ms", "arenas.muzzy_decay_ms"} {

@@ -4,7 +4,10 @@ import (
 	"context"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/storetest"
@@ -49,6 +52,49 @@ func TestNegativeLoadChunkBytes(t *testing.T) {
 	opt.LoadChunkBytes = -1
 	_, err := Open(context.Background(), filepath.Join(t.TempDir(), "c.duckdb"), opt)
 	if err == nil || !strings.Contains(err.Error(), "LoadChunkBytes must not be negative, got -1") {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// TestLoadTxnRows: a loader transaction ends once it holds LoadTxnRows
+// rows, at an entry's end. The first commit is held until five
+// 1,000-event writes are in the log, so the loader then finds four
+// entries waiting: one transaction each with the limit, one for all
+// four without.
+func TestLoadTxnRows(t *testing.T) {
+	for _, tc := range []struct {
+		txnRows, wantCommits int
+	}{{1000, 5}, {0, 2}} {
+		opt := testOptions
+		opt.LoadTxnRows = tc.txnRows
+		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
+		release := make(chan struct{})
+		var commits atomic.Int32
+		s.beforeCommit = func(*duckdb.Conn) error {
+			if commits.Add(1) == 1 {
+				<-release
+			}
+			return nil
+		}
+		for i := range 5 {
+			evs := storetest.GenEvents(1, 1000, int64(i*1000))
+			if _, err := s.Write(context.Background(), []store.Batch{{Project: 1, Events: evs}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		close(release)
+		requireCounts(t, s, 5000, 0)
+		if got := commits.Load(); int(got) != tc.wantCommits {
+			t.Fatalf("LoadTxnRows %d: %d loader commits, want %d", tc.txnRows, got, tc.wantCommits)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt := testOptions
+	opt.LoadTxnRows = -1
+	if _, err := Open(context.Background(), filepath.Join(t.TempDir(), "n.duckdb"), opt); err == nil ||
+		!strings.Contains(err.Error(), "LoadTxnRows must not be negative, got -1") {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -27,7 +27,9 @@ const (
 	// loadTxnRows bounds one loader transaction, so that scans waiting for
 	// the loader (read-your-writes) see progress at least this often. Two
 	// row groups: one commit costs about half a second under load; a
-	// single row group per commit was measured to keep up less well.
+	// single row group per commit was measured to keep up less well with
+	// /import at saturation. It is the default and the ceiling of
+	// Options.LoadTxnRows.
 	loadTxnRows = 2 * arrowChunkRows
 	// maxUnapplied is how many log bytes may wait for the loader before
 	// Write pushes back: a bound on replay time (~2 s per 256MB) and on
@@ -210,15 +212,17 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 	if err != nil {
 		return 0, 0, fmt.Errorf("arrow interface: %w", err)
 	}
-	if s.chunk == nil {
-		s.chunk = newEventChunk(s.chunkBytes)
-	}
-	ch := s.chunk
+	pipe := s.pipe
 	// Merges and identity changes are rarer than events: their appenders
 	// are made on the first one.
 	var mg, chg *duckdb.Appender
 	defer func() {
-		ch.discard()
+		// Before anything else touches the connection, and before the
+		// rollback above.
+		if werr := pipe.idle(); werr != nil && err == nil {
+			err = werr
+		}
+		pipe.discard()
 		for _, ap := range []*duckdb.Appender{mg, chg} {
 			if ap == nil {
 				continue
@@ -236,25 +240,34 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 	cks := map[checkpointKey][]byte{}
 	use := map[store.UsageKey]int64{}
 	err = s.wal.Replay(from, func(lsn uint64, payload []byte) error {
-		if rows >= loadTxnRows {
+		if rows >= s.txnRows {
 			return errTxnFull
 		}
 		n, err := decodeEntry(payload, entryVisitor{
 			event: func(e *logEvent) error {
 				var common int64
 				if e.common != nil {
+					if !s.common.isLast(e.common) {
+						// The lookup may query or insert on c.
+						if err := pipe.idle(); err != nil {
+							return err
+						}
+					}
 					var err error
 					if common, err = s.commonID(ctx, c, e.common); err != nil {
 						return err
 					}
 				}
-				ch.add(e, common)
-				if ch.full() {
-					return ch.insert(ctx, c, ar)
+				pipe.fill.add(e, common)
+				if pipe.fill.full() {
+					return pipe.flush(ctx, c, ar)
 				}
 				return nil
 			},
 			merge: func(m *logMerge) error {
+				if err := pipe.idle(); err != nil {
+					return err
+				}
 				if mg == nil {
 					var err error
 					if mg, err = duckdb.NewAppenderFromConn(c, "", "merges"); err != nil {
@@ -264,6 +277,9 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 				return mg.AppendRow(m.project, string(m.id1), string(m.id2), m.timeMs, m.ingestMs, string(m.props), m.seq)
 			},
 			change: func(ic *logChange) error {
+				if err := pipe.idle(); err != nil {
+					return err
+				}
 				if chg == nil {
 					var err error
 					if chg, err = duckdb.NewAppenderFromConn(c, "", "identity_changes"); err != nil {
@@ -298,7 +314,10 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		return 0, 0, err
 	}
 	err = nil
-	if err := ch.insert(ctx, c, ar); err != nil {
+	if err := pipe.idle(); err != nil {
+		return 0, 0, err
+	}
+	if err := pipe.fill.insert(ctx, c, ar); err != nil {
 		return 0, 0, err
 	}
 	if mg != nil {
