@@ -2,20 +2,16 @@ package integration
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"os"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/tributary-dev/tributary/internal/pgtest"
 )
 
 // pgDB is one test's own PostgreSQL database, dropped at cleanup: the
-// warehouse a sync reads. TRIBUTARY_TEST_PG overrides the admin
-// connection string; without a server the test fails under CI=true and is
-// skipped loudly elsewhere.
+// warehouse a sync reads (internal/pgtest: which server, and what happens
+// without one).
 type pgDB struct {
 	name string
 	dsn  string
@@ -24,50 +20,8 @@ type pgDB struct {
 
 func newPGDB(t testing.TB) *pgDB {
 	t.Helper()
-	ctx := context.Background()
-	dsns := []string{"host=127.0.0.1 port=5432 dbname=test sslmode=disable connect_timeout=5 user=postgres",
-		"host=127.0.0.1 port=5432 dbname=test sslmode=disable connect_timeout=5 user=root"}
-	if v := os.Getenv("TRIBUTARY_TEST_PG"); v != "" {
-		dsns = []string{v}
-	}
-	var admin *pgx.Conn
-	var adminDSN string
-	var errs []string
-	for _, dsn := range dsns {
-		c, err := pgx.Connect(ctx, dsn)
-		if err == nil {
-			admin, adminDSN = c, dsn
-			break
-		}
-		errs = append(errs, err.Error())
-	}
-	if admin == nil {
-		msg := "PostgreSQL is not reachable, so warehouse syncs are NOT TESTED: " + strings.Join(errs, "; ")
-		if os.Getenv("CI") == "true" {
-			t.Fatal(msg)
-		}
-		t.Skip("\n\n*** SKIPPED: " + msg + " ***\n")
-	}
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	db := &pgDB{name: "tributary_it_" + hex.EncodeToString(b[:])}
-	if _, err := admin.Exec(ctx, "CREATE DATABASE "+db.name); err != nil {
-		t.Fatal(err)
-	}
-	db.dsn = strings.Replace(adminDSN, "dbname=test", "dbname="+db.name, 1)
-	c, err := pgx.Connect(ctx, db.dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.conn = c
-	t.Cleanup(func() {
-		_ = c.Close(context.Background())
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db.name+" WITH (FORCE)")
-		_ = admin.Close(ctx)
-	})
-	return db
+	db := pgtest.Database(t, "tributary_it", "warehouse syncs are")
+	return &pgDB{name: db.Name, dsn: db.DSN, conn: db.Conn}
 }
 
 func (db *pgDB) exec(t testing.TB, sql string, args ...any) {

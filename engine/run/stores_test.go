@@ -15,6 +15,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 	"github.com/tributary-dev/tributary/ingest/store/pgstore"
+	"github.com/tributary-dev/tributary/internal/pgtest"
 )
 
 // storeCase opens a fresh store of one implementation for a test.
@@ -78,27 +79,12 @@ func testStores(t *testing.T) []storeCase {
 }
 
 func pgAdminDSN() (string, error) {
-	var dsns []string
-	for _, env := range []string{"TRIBUTARY_TEST_PG_DSN", "TRIBUTARY_TEST_PG"} {
-		if v := os.Getenv(env); v != "" {
-			dsns = []string{v}
-			break
-		}
+	c, dsn, err := pgtest.Connect(context.Background())
+	if err != nil {
+		return "", &pgUnreachable{strings.ReplaceAll(err.Error(), "\n", "; ")}
 	}
-	if dsns == nil {
-		const local = "host=127.0.0.1 port=5432 dbname=test sslmode=disable connect_timeout=5"
-		dsns = []string{local + " user=postgres", local + " user=root"}
-	}
-	var errs []string
-	for _, dsn := range dsns {
-		c, err := pgx.Connect(context.Background(), dsn)
-		if err == nil {
-			c.Close(context.Background())
-			return dsn, nil
-		}
-		errs = append(errs, err.Error())
-	}
-	return "", &pgUnreachable{strings.Join(errs, "; ")}
+	c.Close(context.Background())
+	return dsn, nil
 }
 
 type pgUnreachable struct{ msg string }

@@ -6,58 +6,22 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"os"
-	"strings"
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/storetest"
+	"github.com/tributary-dev/tributary/internal/pgtest"
 )
-
-// The tests run against a real PostgreSQL server: TRIBUTARY_TEST_PG_DSN
-// (or TRIBUTARY_TEST_PG, which the postgres connector's tests read), else
-// the local server as user postgres, then root.
-func adminDSNs() []string {
-	for _, env := range []string{"TRIBUTARY_TEST_PG_DSN", "TRIBUTARY_TEST_PG"} {
-		if v := os.Getenv(env); v != "" {
-			return []string{v}
-		}
-	}
-	const local = "host=127.0.0.1 port=5432 dbname=test sslmode=disable connect_timeout=5"
-	return []string{local + " user=postgres", local + " user=root"}
-}
-
-// adminConn connects to the test server. Without a server the test is
-// skipped loudly, or fails under CI=true, where a skip would hide that
-// nothing was tested.
-func adminConn(t testing.TB) (*pgx.Conn, string) {
-	t.Helper()
-	var errs []string
-	for _, dsn := range adminDSNs() {
-		c, err := pgx.Connect(context.Background(), dsn)
-		if err == nil {
-			return c, dsn
-		}
-		errs = append(errs, err.Error())
-	}
-	msg := "PostgreSQL is not reachable, so the postgres store is NOT TESTED: " + strings.Join(errs, "; ")
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip("\n\n*** SKIPPED: " + msg + " ***\n")
-	return nil, ""
-}
 
 // testSchema creates schema tributary_st_<random> for one test and drops it
 // at cleanup, after the stores that use it (cleanups run last-in first-out,
 // and stores are registered after their schema).
 func testSchema(t testing.TB) (dsn, schema string) {
 	t.Helper()
-	admin, dsn := adminConn(t)
+	admin, dsn := pgtest.Admin(t, "the postgres store is")
 	var b [6]byte
 	rand.Read(b[:])
 	schema = "tributary_st_" + hex.EncodeToString(b[:])
@@ -141,7 +105,7 @@ func merges(t testing.TB, s *Store, project int64) []store.Merge {
 }
 
 func TestConformance(t *testing.T) {
-	c, _ := adminConn(t) // skip (or fail) once, not in every subtest
+	c, _ := pgtest.Admin(t, "the postgres store is") // skip (or fail) once, not in every subtest
 	c.Close(context.Background())
 	storetest.Run(t, harness(defaultPages()))
 }
@@ -153,7 +117,7 @@ func TestConformanceSmallPages(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the suite once is enough in -short")
 	}
-	c, _ := adminConn(t)
+	c, _ := pgtest.Admin(t, "the postgres store is")
 	c.Close(context.Background())
 	storetest.Run(t, harness(pageSizes{scanFirst: 2, scanMax: 64, profiles: 2, lookups: 2}))
 }
