@@ -56,12 +56,12 @@ func NewMemoryBudget(total int64) MemoryBudget {
 // sync's CPU (5M-row syncbench, DuckDB 64 MB and Go 96 MB against 16 and
 // 96 MB: 22.5/22.5 s of CPU against 24.4/24.6). Since DuckDB's allocator
 // keeps freed pages for 100 ms instead of returning them at once
-// (duckstore's freedDecayMs; a quarter less CPU where page faults are
+// (duckstore's freedDecayMs; a fifth less CPU where page faults are
 // dear), the pages of one transaction's rows stay resident between
 // transactions; a quarter for DuckDB and one row group per transaction pay
-// for that: 5M-row syncbench peak RSS 280/280 MiB against 275/277 MiB
-// with two fifths, two row groups and no delay, and 292-299 MiB with two
-// row groups.
+// for most of that: 5M-row syncbench peak RSS 272-289 MiB against 261-277
+// MiB with two fifths, two row groups and no delay (with the delay and
+// two fifths: 343-350 MiB).
 func NewSyncBudget(total int64) MemoryBudget {
 	if total <= 0 {
 		return MemoryBudget{}

@@ -69,9 +69,9 @@ type Options struct {
 // With a delay of 0 (a 1 s delay had cost a 5M-row sync 321-340 MiB of
 // peak RSS with DuckDB's share at 64 MB) every page of that came back as
 // a page fault, and on a machine where faults are dear (a paravirtualised
-// guest: ~10 µs each) they were a quarter of the sync's CPU: 5M-row
-// syncbench, 560-580k faults and 8.4-11 s of system time against
-// 140-175k and 5.3-6.7 s with 100 ms, user+sys 33-37 s against 28-30 s.
+// guest: ~10 µs each) faults and madvise were a fifth of the sync's CPU:
+// 5M-row syncbench, 550-580k faults and 8.4-11 s of system time against
+// 140-175k and 4.4-6.7 s with 100 ms, user+sys 31-38 s against 23-31 s.
 const freedDecayMs = 100
 
 // checkpointThreshold is how much WAL may accumulate before DuckDB folds it
