@@ -48,26 +48,27 @@ func NewMemoryBudget(total int64) MemoryBudget {
 	return MemoryBudget{Total: total, DuckDB: max(total/8, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32)}
 }
 
-// NewSyncBudget is `tributary sync`'s split of total: a quarter for
-// DuckDB, three fifths for the Go heap, and loader transactions of one row
-// group. A sync is mostly the store's loader. With an eighth for DuckDB it
-// spilled each row group in progress (≈ 45 MB of a 12-column table) to its
-// temp file, compressing it there and reading it back: ≈ 14 % of the
-// sync's CPU (5M-row syncbench, DuckDB 64 MB and Go 96 MB against 16 and
-// 96 MB: 22.5/22.5 s of CPU against 24.4/24.6). Since DuckDB's allocator
-// keeps freed pages for 100 ms instead of returning them at once
-// (duckstore's freedDecayMs; a fifth less CPU where page faults are
-// dear), the pages of one transaction's rows stay resident between
-// transactions; a quarter for DuckDB and one row group per transaction pay
-// for most of that: 5M-row syncbench peak RSS 272-289 MiB against 261-277
-// MiB with two fifths, two row groups and no delay (with the delay and
-// two fifths: 343-350 MiB).
+// NewSyncBudget is `tributary sync`'s split of total: three twentieths
+// for DuckDB (24 MB of sync's 160MB), three fifths for the Go heap, and
+// loader transactions of one row group. A sync is mostly the store's
+// loader. DuckDB holds a transaction's rows uncompressed until COMMIT;
+// with two row groups per transaction and an eighth of 128MB it spilled
+// them to its temp file and read them back (≈ 14 % of the sync's CPU), so
+// an earlier split gave it two fifths. Since DuckDB's allocator keeps
+// freed pages for 100 ms instead of returning them at once (duckstore's
+// freedDecayMs; a fifth less CPU where page faults are dear), one
+// transaction's pages stay resident into the next, and one row group per
+// transaction with a smaller share pays for that. 5M-row syncbench, peak
+// RSS with the executable's pages all resident (86-90 MiB): 24 MB 275-280
+// MiB, 32 MB 288-291, 40 MB 304-307, the same wall and CPU time within
+// the noise (20-25 s); two fifths with the delay and two row groups:
+// 343-350 MiB.
 func NewSyncBudget(total int64) MemoryBudget {
 	if total <= 0 {
 		return MemoryBudget{}
 	}
 	goHeap := total / 5 * 3
-	return MemoryBudget{Total: total, DuckDB: max(total/4, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32),
+	return MemoryBudget{Total: total, DuckDB: max(total/20*3, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32),
 		LoadTxnRows: duckstore.RowGroupRows, ReturnFreed: true}
 }
 
