@@ -49,8 +49,10 @@ func NewMemoryBudget(total int64) MemoryBudget {
 }
 
 // NewSyncBudget is `tributary sync`'s split of total: three twentieths
-// for DuckDB (24 MB of sync's 160MB), three fifths for the Go heap, and
-// loader transactions of one row group. A sync is mostly the store's
+// for DuckDB (24 MB of sync's 160MB), seven tenths for the Go heap (with
+// three fifths, 96 MB, a 10M-row sync's live heap reached 97 MiB and the
+// sync warned that memory_limit was too small), and loader transactions
+// of one row group. A sync is mostly the store's
 // loader. DuckDB holds a transaction's rows uncompressed until COMMIT;
 // with two row groups per transaction and an eighth of 128MB it spilled
 // them to its temp file and read them back (≈ 14 % of the sync's CPU), so
@@ -67,7 +69,7 @@ func NewSyncBudget(total int64) MemoryBudget {
 	if total <= 0 {
 		return MemoryBudget{}
 	}
-	goHeap := total / 5 * 3
+	goHeap := total / 10 * 7
 	return MemoryBudget{Total: total, DuckDB: max(total/20*3, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32),
 		LoadTxnRows: duckstore.RowGroupRows, ReturnFreed: true}
 }

@@ -59,7 +59,7 @@ func TestNewSyncBudget(t *testing.T) {
 		t.Fatalf("no budget: %+v", b)
 	}
 	b := NewSyncBudget(160 << 20)
-	if b.DuckDB != 24<<20 || b.GoHeap != 96<<20 || b.LoadChunkBytes != 3<<20 || b.LoadTxnRows != duckstore.RowGroupRows ||
+	if b.DuckDB != 24<<20 || b.GoHeap != 112<<20 || b.LoadChunkBytes != 112<<20/32 || b.LoadTxnRows != duckstore.RowGroupRows ||
 		b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed {
 		t.Fatalf("160MB: %+v", b)
 	}
