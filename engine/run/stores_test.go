@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -37,7 +36,7 @@ func testStores(t *testing.T) []storeCase {
 		t.Cleanup(func() { _ = st.Close() })
 		return st
 	}}}
-	dsn, err := pgAdminDSN()
+	c, dsn, err := pgtest.Connect(context.Background())
 	if err != nil {
 		msg := "PostgreSQL is not reachable, so runs on the postgres store are NOT TESTED: " + err.Error()
 		if os.Getenv("CI") == "true" {
@@ -46,6 +45,7 @@ func testStores(t *testing.T) []storeCase {
 		t.Log(msg)
 		return cases
 	}
+	c.Close(context.Background())
 	return append(cases, storeCase{"pgstore", func(t *testing.T) store.Store {
 		ctx := context.Background()
 		admin, err := pgx.Connect(ctx, dsn)
@@ -77,16 +77,3 @@ func testStores(t *testing.T) []storeCase {
 		return st
 	}})
 }
-
-func pgAdminDSN() (string, error) {
-	c, dsn, err := pgtest.Connect(context.Background())
-	if err != nil {
-		return "", &pgUnreachable{strings.ReplaceAll(err.Error(), "\n", "; ")}
-	}
-	c.Close(context.Background())
-	return dsn, nil
-}
-
-type pgUnreachable struct{ msg string }
-
-func (e *pgUnreachable) Error() string { return e.msg }

@@ -73,18 +73,21 @@ func (cp *commonProps) settle(committed bool) {
 	cp.open = cp.open[:0]
 }
 
-// isLast reports whether b is the object the loader's last commonID call
-// answered for, which commonID then returns without touching the database.
-func (cp *commonProps) isLast(b []byte) bool {
-	return cp.lastID != 0 && bytes.Equal(b, cp.last)
+// cached returns the id of b when it is the object the loader's last
+// commonID call answered for: then no database access is needed.
+func (cp *commonProps) cached(b []byte) (int64, bool) {
+	if cp.lastID != 0 && bytes.Equal(b, cp.last) {
+		return cp.lastID, true
+	}
+	return 0, false
 }
 
 // commonID returns the id of the common object b, inserting it on c (the
 // loader's connection, inside its transaction) if the table lacks it.
 func (s *Store) commonID(ctx context.Context, c *duckdb.Conn, b []byte) (int64, error) {
 	cp := &s.common
-	if cp.isLast(b) {
-		return cp.lastID, nil
+	if id, ok := cp.cached(b); ok {
+		return id, nil
 	}
 	cp.mu.Lock()
 	id, ok := cp.ids[string(b)]

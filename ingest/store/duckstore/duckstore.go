@@ -50,9 +50,10 @@ type Options struct {
 	DiskKeys bool
 	// LoadChunkBytes ends one loader INSERT (an Arrow batch held in Go
 	// memory) at this many bytes of event strings, before the row group
-	// is full; 0 or more than 256MB = 256MB. A small memory budget lowers
-	// it: 6MB (~13k rows) instead of a row group cost a sync no measurable
-	// rate, the loader having a core of its own; /import is unmeasured.
+	// is full; 0 or more than 256MB = 256MB. The loader holds two such
+	// chunks (loadpipe.go). A small memory budget lowers it: 6MB (~13k
+	// rows) instead of a row group cost a sync no measurable rate, the
+	// loader having a core of its own; /import is unmeasured.
 	LoadChunkBytes int
 	// LoadTxnRows ends a loader transaction after this many rows; 0 or
 	// more than two row groups = two row groups (loadTxnRows). DuckDB

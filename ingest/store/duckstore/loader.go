@@ -247,15 +247,16 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 			event: func(e *logEvent) error {
 				var common int64
 				if e.common != nil {
-					if !s.common.isLast(e.common) {
+					var ok bool
+					if common, ok = s.common.cached(e.common); !ok {
 						// The lookup may query or insert on c.
 						if err := pipe.idle(); err != nil {
 							return err
 						}
-					}
-					var err error
-					if common, err = s.commonID(ctx, c, e.common); err != nil {
-						return err
+						var err error
+						if common, err = s.commonID(ctx, c, e.common); err != nil {
+							return err
+						}
 					}
 				}
 				pipe.fill.add(e, common)
