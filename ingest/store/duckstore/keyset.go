@@ -89,6 +89,12 @@ func (ks *keySet) home(k *store.Key) (*shard, uint64) {
 	return s, (h << 8) >> s.shift
 }
 
+// peek reads k's home slot, to bring it into the cache (warm).
+func (ks *keySet) peek(k *store.Key) byte {
+	s, i := ks.home(k)
+	return s.slots[i][0]
+}
+
 func (ks *keySet) has(k store.Key) bool {
 	if k == (store.Key{}) {
 		return ks.shards[0].zero

@@ -247,6 +247,7 @@ func (t *tieredKeys) add(k store.Key) (bool, error) {
 			return false, err
 		}
 	}
+	t.warm(k)
 	in, err := t.inRuns(k, true)
 	if err != nil || in {
 		return false, err
