@@ -7,7 +7,7 @@ import "github.com/tributary-dev/tributary/ingest/store"
 //   - memKeys (the default): every key in memory, ~27 bytes each. The
 //     fastest for /import; memory grows with the number of events.
 //   - tieredKeys (Options.DiskKeys): 256k recent keys in memory, older ones
-//     in sorted run files beside the database (~1.3 bytes per key in
+//     in sorted run files beside the database (~1.8 bytes per key in
 //     memory). For a memory budget; its background spills and merges cost
 //     /import latency under heavy load (measured: p99 545 ms vs 221 ms at
 //     ~300k events/s with 10 M stored), so it is opt-in.

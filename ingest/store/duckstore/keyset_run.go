@@ -15,7 +15,7 @@ import (
 
 // A keyRun is one immutable file of sorted, distinct 16-byte keys: the
 // disk tier of tieredKeys. In memory it keeps only a Bloom filter (about
-// 1.25 bytes per key) and the first key of each block (1/16 byte per key),
+// 1.75 bytes per key) and the first key of each block (1/16 byte per key),
 // so a lookup costs one cache line of filter and, when the filter says
 // "maybe", one pread of a block. Reads use ReadAt, not mmap: mapped pages
 // would count in the process's RSS, the very thing this tier keeps flat.

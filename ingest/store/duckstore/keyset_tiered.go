@@ -13,7 +13,7 @@ import (
 // tieredKeys is the exact dedup set with memory nearly flat in its size:
 // a bounded in-memory keySet of recent keys in front of immutable sorted
 // run files (keyset_run.go) in a directory beside the database, each with
-// an in-memory Bloom filter and sparse index (~1.3 bytes per key). All
+// an in-memory Bloom filter and sparse index (~1.8 bytes per key). All
 // keys in memory (27 bytes each) made a sync's RSS grow with the table.
 //
 // Runs are derived data: the directory is emptied at every Open and the
