@@ -8,8 +8,6 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"time"
-
-	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 )
 
 // MemoryBudget splits a process's memory budget (the config's
@@ -31,6 +29,9 @@ type MemoryBudget struct {
 	// LoadTxnRows bounds a loader transaction (0: the store's default);
 	// DuckDB holds its rows uncompressed until COMMIT.
 	LoadTxnRows int
+	// RowGroupRows is the size of the row groups DuckDB writes (0: its
+	// default, duckstore.RowGroupRows).
+	RowGroupRows int
 	// ReturnFreed: DuckDB's allocator gives freed pages back soon
 	// (duckstore.Options.ReturnFreedMemory).
 	ReturnFreed bool
@@ -52,27 +53,32 @@ func NewMemoryBudget(total int64) MemoryBudget {
 // for DuckDB (24 MB of sync's 160MB), seven tenths for the Go heap (with
 // three fifths, 96 MB, a 10M-row sync's live heap reached 97 MiB and the
 // sync warned that memory_limit was too small), and loader transactions
-// of one row group. A sync is mostly the store's
-// loader. DuckDB holds a transaction's rows uncompressed until COMMIT;
-// with two row groups per transaction and an eighth of 128MB it spilled
-// them to its temp file and read them back (≈ 14 % of the sync's CPU), so
-// an earlier split gave it two fifths. Since DuckDB's allocator keeps
-// freed pages for 100 ms instead of returning them at once (duckstore's
-// freedDecayMs; a fifth less CPU where page faults are dear), one
-// transaction's pages stay resident into the next, and one row group per
-// transaction with a smaller share pays for that. 5M-row syncbench, peak
-// RSS with the executable's pages all resident (86-90 MiB): 24 MB 275-280
-// MiB, 32 MB 288-291, 40 MB 304-307, the same wall and CPU time within
-// the noise (20-25 s); two fifths with the delay and two row groups:
-// 343-350 MiB.
+// of one row group of syncRowGroupRows. A sync is mostly the store's
+// loader. DuckDB holds a transaction's rows uncompressed until COMMIT:
+// with its own 122,880-row groups that was more than its share, so it
+// spilled them to its temp file (ZSTD) and read them back at COMMIT, ≈ 15 %
+// of the sync's CPU in perf, and giving it room cost twice the room in
+// peak RSS (48 MB: +46 MiB). Since DuckDB's allocator keeps freed pages
+// for 100 ms instead of returning them at once (duckstore's freedDecayMs;
+// a fifth less CPU where page faults are dear), one transaction's pages
+// stay resident into the next.
 func NewSyncBudget(total int64) MemoryBudget {
 	if total <= 0 {
 		return MemoryBudget{}
 	}
 	goHeap := total / 10 * 7
 	return MemoryBudget{Total: total, DuckDB: max(total/20*3, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32),
-		LoadTxnRows: duckstore.RowGroupRows, ReturnFreed: true}
+		LoadTxnRows: syncRowGroupRows, RowGroupRows: syncRowGroupRows, ReturnFreed: true}
 }
+
+// syncRowGroupRows is the row group of a sync, a third of DuckDB's: its
+// uncompressed rows fit DuckDB's share, so nothing spills. 5M-row sync,
+// user+sys (wall), alternated: 122,880 rows 30.1 / 30.4 s, 61,440 29.5 /
+// 29.6 s, 40,960 28.0 / 27.2 s; in a second round 40,960 24.6 / 22.4 s
+// (21.2 / 19.0 s) and 20,480 26.0 / 24.9 s (22.7 / 21.1 s). Peak RSS is
+// 5 MiB lower than with 122,880. Row groups this size still hold tens of
+// thousands of rows, the unit DuckDB parallelises and prunes scans by.
+const syncRowGroupRows = 40_960
 
 // duckDBLimit is DuckDB's memory_limit setting, "" for its default.
 func (b MemoryBudget) duckDBLimit() string {

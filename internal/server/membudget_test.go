@@ -59,7 +59,8 @@ func TestNewSyncBudget(t *testing.T) {
 		t.Fatalf("no budget: %+v", b)
 	}
 	b := NewSyncBudget(160 << 20)
-	if b.DuckDB != 24<<20 || b.GoHeap != 112<<20 || b.LoadChunkBytes != 112<<20/32 || b.LoadTxnRows != duckstore.RowGroupRows ||
+	if b.DuckDB != 24<<20 || b.GoHeap != 112<<20 || b.LoadChunkBytes != 112<<20/32 ||
+		b.LoadTxnRows != b.RowGroupRows || b.RowGroupRows <= 0 || b.RowGroupRows >= duckstore.RowGroupRows || b.RowGroupRows%2048 != 0 ||
 		b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed {
 		t.Fatalf("160MB: %+v", b)
 	}

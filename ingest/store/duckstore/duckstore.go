@@ -60,7 +60,11 @@ type Options struct {
 	// holds a transaction's rows uncompressed until its COMMIT, so this
 	// bounds that memory, which a small budget lowers.
 	LoadTxnRows int
-	Logger      *slog.Logger
+	// RowGroupRows is the rows of the row groups DuckDB writes from now
+	// on: 0 = DuckDB's 122,880 (RowGroupRows); otherwise a multiple of
+	// 2048 up to that. A file may hold row groups of several sizes.
+	RowGroupRows int
+	Logger       *slog.Logger
 }
 
 // freedDecayMs is how long DuckDB's allocator keeps freed pages with
@@ -238,6 +242,9 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if opt.LoadTxnRows < 0 {
 		return nil, fmt.Errorf("duckstore: LoadTxnRows must not be negative, got %d", opt.LoadTxnRows)
 	}
+	if n := opt.RowGroupRows; n < 0 || n > RowGroupRows || n%2048 != 0 {
+		return nil, fmt.Errorf("duckstore: RowGroupRows must be a multiple of 2048 from 0 to %d, got %d", RowGroupRows, n)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return nil, fmt.Errorf("duckstore: create directory: %w", err)
 	}
@@ -257,10 +264,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), lock.Close())
 	}
-	if fresh {
-		cfg.Set("storage_compatibility_version", storageVersion)
-	}
-	connector, err := duckdb.NewConnector(path+"?"+cfg.Encode(), nil)
+	connector, err := connect(path, cfg, fresh, opt.RowGroupRows)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("duckstore: open %s: %w", path, err), lock.Close())
 	}

@@ -1,10 +1,18 @@
 package duckstore
 
 import (
+	"context"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"net/url"
 	"os"
+	"strconv"
+	"strings"
+
+	duckdb "github.com/duckdb/duckdb-go/v2"
 )
 
 // storageVersion is DuckDB's storage format for files this build creates.
@@ -43,4 +51,39 @@ func isNewFile(path string) (bool, error) {
 	default:
 		return false, fmt.Errorf("stat %s: %w", path, err)
 	}
+}
+
+// attachedName is the catalog name of the store's file in its DuckDB
+// instance; every connection makes it the default (USE), so queries name
+// tables alone.
+const attachedName = "store"
+
+// connect returns a connector for the file at path, with the instance's
+// settings in cfg. The instance itself is in memory and each connection
+// attaches the file (once per instance: IF NOT EXISTS) and uses it:
+// ROW_GROUP_SIZE and STORAGE_VERSION are options of ATTACH only, not
+// settings of an instance opened on the file. Temporary files stay
+// beside the database, where an instance opened on it puts them.
+func connect(path string, cfg url.Values, fresh bool, rowGroupRows int) (*duckdb.Connector, error) {
+	cfg = maps.Clone(cfg)
+	cfg.Set("temp_directory", path+".tmp")
+	var opts []string
+	if fresh {
+		opts = append(opts, "STORAGE_VERSION '"+storageVersion+"'")
+	}
+	if rowGroupRows > 0 {
+		opts = append(opts, "ROW_GROUP_SIZE "+strconv.Itoa(rowGroupRows))
+	}
+	attach := "ATTACH IF NOT EXISTS '" + strings.ReplaceAll(path, "'", "''") + "' AS " + attachedName
+	if len(opts) > 0 {
+		attach += " (" + strings.Join(opts, ", ") + ")"
+	}
+	return duckdb.NewConnector(":memory:?"+cfg.Encode(), func(ex driver.ExecerContext) error {
+		for _, q := range []string{attach, "USE " + attachedName} {
+			if _, err := ex.ExecContext(context.Background(), q, nil); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
