@@ -21,8 +21,7 @@ type keyPrefilter interface {
 // pipeline. The answers are valid for the runs they were taken from: a
 // spill or merge swapped in since makes add ask the filters itself.
 type keyHints struct {
-	keys   []store.Key
-	probes []probe
+	probes []probe  // the keys asked about, with their hashes
 	masks  []uint64 // bit i: runs[i]'s filter may hold the key
 	runs   []*keyRun
 	next   int // the key the next add should be called with
@@ -40,7 +39,7 @@ const maxHintRuns = 64
 
 func (t *tieredKeys) prefilter(keys []store.Key) {
 	h := &t.hints
-	h.keys, h.next = h.keys[:0], 0
+	h.probes, h.next = h.probes[:0], 0
 	h.announced, h.warmNext, h.warmed = append(h.announced[:0], keys...), 0, 0
 	if len(t.runs) > 0 && len(t.runs) <= maxHintRuns {
 		h.ask(keys, t.runs)
@@ -49,7 +48,6 @@ func (t *tieredKeys) prefilter(keys []store.Key) {
 
 // ask takes the filters' answers for keys, run by run.
 func (h *keyHints) ask(keys []store.Key, runs []*keyRun) {
-	h.keys = append(h.keys, keys...)
 	h.runs = append(h.runs[:0], runs...)
 	h.probes = slices.Grow(h.probes[:0], len(keys))[:len(keys)]
 	h.masks = slices.Grow(h.masks[:0], len(keys))[:len(keys)]
@@ -70,7 +68,7 @@ func (h *keyHints) ask(keys []store.Key, runs []*keyRun) {
 // take returns the hint for k when it is the key announced next and the
 // runs are those the hints were taken from.
 func (h *keyHints) take(k store.Key, runs []*keyRun) (p probe, mask uint64, ok bool) {
-	if h.next >= len(h.keys) || h.keys[h.next] != k || !slices.Equal(h.runs, runs) {
+	if h.next >= len(h.probes) || h.probes[h.next].k != k || !slices.Equal(h.runs, runs) {
 		return probe{}, 0, false
 	}
 	p, mask = h.probes[h.next], h.masks[h.next]
