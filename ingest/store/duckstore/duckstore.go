@@ -64,7 +64,13 @@ type Options struct {
 	// on: 0 = DuckDB's 122,880 (RowGroupRows); otherwise a multiple of
 	// 2048 up to that. A file may hold row groups of several sizes.
 	RowGroupRows int
-	Logger       *slog.Logger
+	// LoaderLagBytes is how many log bytes the loader may fall behind
+	// writes before each write is slowed (Store.pace); at four times that,
+	// writes wait for it. 0 = 128 MB. A one-off sync lowers it: whatever
+	// lag is left when the source is exhausted is applied by the loader
+	// alone, on one core, before the command can exit.
+	LoaderLagBytes int64
+	Logger         *slog.Logger
 }
 
 // freedDecayMs is how long DuckDB's allocator keeps freed pages with
@@ -206,6 +212,9 @@ type Store struct {
 	pipe         *loadPipe // the loader's two Arrow chunks, reused
 	chunkBytes   int       // Options.LoadChunkBytes, resolved
 	txnRows      int       // Options.LoadTxnRows, resolved
+	// paceFrom and maxLag are Options.LoaderLagBytes resolved: where Write
+	// begins to slow down, and where it waits for the loader.
+	paceFrom, maxLag int64
 
 	wake       chan struct{} // capacity 1: "the log grew"
 	quit       chan struct{} // closed by Close
@@ -216,8 +225,17 @@ type Store struct {
 	applyCond *sync.Cond
 	applied   uint64 // last LSN in the tables (log_state.applied_lsn)
 	unapplied int64  // log bytes written but not yet applied
-	loaderErr error  // the loader's last failure, nil once it recovers
-	closing   bool   // Close began: waiters give up instead of blocking it
+	// unappliedRows counts the rows of those bytes, as decodeEntry counts
+	// them; the loader waits for a full transaction of them (gather).
+	unappliedRows int64
+	// hurry counts waiters on the loader (waitFor): it applies what there
+	// is at once instead of gathering a full transaction.
+	hurry int
+	// gatherWait is loaderGather (tests lengthen it to make the loader's
+	// transactions deterministic).
+	gatherWait time.Duration
+	loaderErr  error // the loader's last failure, nil once it recovers
+	closing    bool  // Close began: waiters give up instead of blocking it
 
 	// scanPage is the size of a scan's first page (maxScanPage; tests
 	// lower it to cross page boundaries with little data).
@@ -238,6 +256,9 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	}
 	if opt.LoadChunkBytes < 0 {
 		return nil, fmt.Errorf("duckstore: LoadChunkBytes must not be negative, got %d", opt.LoadChunkBytes)
+	}
+	if opt.LoaderLagBytes < 0 {
+		return nil, fmt.Errorf("duckstore: LoaderLagBytes must not be negative, got %d", opt.LoaderLagBytes)
 	}
 	if opt.LoadTxnRows < 0 {
 		return nil, fmt.Errorf("duckstore: LoadTxnRows must not be negative, got %d", opt.LoadTxnRows)
@@ -278,6 +299,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		scanPage:   maxScanPage,
 		chunkBytes: arrowChunkBytes,
 		txnRows:    loadTxnRows,
+		gatherWait: loaderGather,
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		loaderDone: make(chan struct{}),
@@ -290,6 +312,11 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if opt.LoadTxnRows > 0 {
 		s.txnRows = min(opt.LoadTxnRows, loadTxnRows)
 	}
+	s.paceFrom = defaultLag
+	if opt.LoaderLagBytes > 0 {
+		s.paceFrom = opt.LoaderLagBytes
+	}
+	s.maxLag = 4 * s.paceFrom
 	s.pending.m = map[profileKey]pendingProfile{}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -396,10 +423,10 @@ func (s *Store) openLog(ctx context.Context) error {
 		return fmt.Errorf("the write log ends at entry %d but the tables hold entries up to %d: the log was lost or replaced", last, s.applied)
 	}
 	start, pending := time.Now(), s.wal.LastLSN()-s.applied
-	if err := s.applyPending(ctx); err != nil {
+	if _, err := s.applyPending(ctx, true); err != nil {
 		return fmt.Errorf("replay write log: %w", err)
 	}
-	s.unapplied = 0 // replay drained bytes this process never counted
+	s.unapplied, s.unappliedRows = 0, 0 // replay drained bytes this process never counted
 	if pending > 0 {
 		s.log.Info("duckstore: replayed write log", "entries", pending, "took", time.Since(start))
 	}

@@ -81,7 +81,7 @@ func BenchmarkLoad(b *testing.B) {
 		}
 		b.StartTimer()
 		start, cpu0 := time.Now(), procstat.SelfCPU()
-		if err := s.applyPending(context.Background()); err != nil {
+		if _, err := s.applyPending(context.Background(), true); err != nil {
 			b.Fatal(err)
 		}
 		loadTime += time.Since(start)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
@@ -57,17 +58,20 @@ func TestNegativeLoadChunkBytes(t *testing.T) {
 }
 
 // TestLoadTxnRows: a loader transaction ends once it holds LoadTxnRows
-// rows, at an entry's end. The first commit is held until five
-// 1,000-event writes are in the log, so the loader then finds four
-// entries waiting: one transaction each with the limit, one for all
-// four without.
+// rows, at an entry's end. With a limit of 1,000 each 1,000-event write
+// is a full transaction: the first commit is held until all five are in
+// the log, then the loader applies the other four one transaction each.
+// Without a limit (two row groups) the loader gathers: nothing is
+// applied until the count below waits for the loader, then all five
+// writes go in one transaction.
 func TestLoadTxnRows(t *testing.T) {
 	for _, tc := range []struct {
 		txnRows, wantCommits int
-	}{{1000, 5}, {0, 2}} {
+	}{{1000, 5}, {0, 1}} {
 		opt := testOptions
 		opt.LoadTxnRows = tc.txnRows
 		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
+		s.gatherWait = time.Hour // only a full transaction or a waiter moves the loader
 		release := make(chan struct{})
 		var commits atomic.Int32
 		s.beforeCommit = func(*duckdb.Conn) error {
@@ -97,4 +101,56 @@ func TestLoadTxnRows(t *testing.T) {
 		!strings.Contains(err.Error(), "LoadTxnRows must not be negative, got -1") {
 		t.Fatalf("error %v", err)
 	}
+}
+
+// TestLoaderGathers: the loader applies a transaction once a full one is
+// in the log, or what there is when someone waits for it or gatherWait
+// passes; never a few rows at every write.
+func TestLoaderGathers(t *testing.T) {
+	write := func(t *testing.T, s *Store, i int) {
+		t.Helper()
+		if _, err := s.Write(context.Background(), []store.Batch{{Project: 1, Events: storetest.GenEvents(1, 1000, int64(i*1000))}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCommits := func(t *testing.T, commits *atomic.Int32, want int32) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); commits.Load() < want; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d loader commits after 10s, want %d", commits.Load(), want)
+			}
+		}
+	}
+	t.Run("full transaction or waiter", func(t *testing.T) {
+		opt := testOptions
+		opt.LoadTxnRows = 3000
+		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
+		defer s.Close()
+		s.gatherWait = time.Hour
+		var commits atomic.Int32
+		s.beforeCommit = func(*duckdb.Conn) error { commits.Add(1); return nil }
+		write(t, s, 0)
+		write(t, s, 1)
+		// Time for a loader that applied at every write to show it.
+		time.Sleep(100 * time.Millisecond)
+		if got := commits.Load(); got != 0 {
+			t.Fatalf("%d loader commits with 2,000 of 3,000 rows logged, want 0", got)
+		}
+		write(t, s, 2)
+		waitCommits(t, &commits, 1) // a full transaction: nobody waits for it
+		write(t, s, 3)
+		requireCounts(t, s, 4000, 0) // Sync waits for the loader: the last 1,000 go at once
+		if got := commits.Load(); got != 2 {
+			t.Fatalf("%d loader commits, want 2", got)
+		}
+	})
+	t.Run("gather wait", func(t *testing.T) {
+		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), testOptions)
+		defer s.Close()
+		s.gatherWait = 20 * time.Millisecond
+		var commits atomic.Int32
+		s.beforeCommit = func(*duckdb.Conn) error { commits.Add(1); return nil }
+		write(t, s, 0)
+		waitCommits(t, &commits, 1) // far from a full transaction, applied after gatherWait
+	})
 }

@@ -31,39 +31,55 @@ const (
 	// /import at saturation. It is the default and the ceiling of
 	// Options.LoadTxnRows.
 	loadTxnRows = 2 * arrowChunkRows
-	// maxUnapplied is how many log bytes may wait for the loader before
-	// Write pushes back: a bound on replay time (~2 s per 256MB) and on
-	// scan lag, not on memory, since the log is on disk and the loader
-	// streams it. At saturation the loader keeps up on average but runs
-	// up to ~250MB behind around its commits; a 256MB bound turned those
-	// moments into stalls of every writer (p99 0.4-1.4 s), 512MB absorbs them.
-	maxUnapplied = 512 << 20
-	// Between paceFrom and maxUnapplied unapplied bytes, each Write is
-	// delayed by up to maxPace, in proportion (see Store.pace).
-	paceFrom = 128 << 20
-	maxPace  = 100 * time.Millisecond
+	// defaultLag is how many log bytes may wait for the loader before
+	// Write slows down (Options.LoaderLagBytes), and four times it before
+	// Write waits: a bound on replay time (~2 s per 256MB) and on scan
+	// lag, not on memory, since the log is on disk and the loader streams
+	// it. At saturation the loader keeps up on average but runs up to
+	// ~250MB behind around its commits; a 256MB hard bound turned those
+	// moments into stalls of every writer (p99 0.4-1.4 s), 512MB absorbs
+	// them. Between the two, each Write is delayed by up to maxPace, in
+	// proportion (see Store.pace).
+	defaultLag = 128 << 20
+	maxPace    = 100 * time.Millisecond
 )
 
 var errTxnFull = errors.New("transaction full")
+
+// loaderGather is how long the loader waits for a full transaction of
+// rows before it applies fewer. Each COMMIT compresses the rows it adds
+// to the table's last row group, and a later commit that adds to the same
+// row group has it compressed again: a loader that kept pace with writes
+// of a few thousand rows, as a small Options.LoaderLagBytes makes it,
+// compressed each row group several times (a 5M-row sync with a 16MB lag
+// cost more CPU than with 128MB until the loader gathered).
+const loaderGather = 250 * time.Millisecond
 
 // runLoader applies entries whenever Write signals, until quit; then it
 // drains what is left so Close leaves an empty log.
 func (s *Store) runLoader() {
 	defer close(s.loaderDone)
 	backoff := 10 * time.Millisecond
-	for {
-		quitting := false
+	quitting := false
+	for !quitting {
 		select {
 		case <-s.wake:
 		case <-s.quit:
 			quitting = true
 		}
-		for {
-			err := s.applyPending(context.Background())
+		// A pass that left a partial transaction gathers again without
+		// waiting for a wake: no write may come for a while.
+		for more := true; more; {
+			all := quitting
+			if !all {
+				all, quitting = s.gather()
+			}
+			var err error
+			more, err = s.applyPending(context.Background(), all)
 			s.setLoaderErr(err)
 			if err == nil {
 				backoff = 10 * time.Millisecond
-				break
+				continue
 			}
 			s.log.Error("duckstore: applying the log failed; retrying", "err", err, "in", backoff)
 			select {
@@ -75,22 +91,63 @@ func (s *Store) runLoader() {
 				quitting = true
 			}
 			backoff = min(backoff*2, 5*time.Second)
-		}
-		if quitting {
-			return
+			more = true
 		}
 	}
 }
 
-// applyPending applies every entry durable when it starts.
-func (s *Store) applyPending(ctx context.Context) error {
-	target := s.wal.LastLSN()
-	for s.appliedLSN() < target {
-		if err := s.applyTxn(ctx); err != nil {
-			return err
+// gather waits until a full transaction of rows is logged and reports
+// all: apply what there is even if it is less, because s.gatherWait
+// passed, a waiter hurries the loader or the store is closing.
+func (s *Store) gather() (all, quitting bool) {
+	t := time.NewTimer(s.gatherWait)
+	defer t.Stop()
+	for {
+		s.applyMu.Lock()
+		ready, hurry := s.txnReady(), s.hurry > 0
+		s.applyMu.Unlock()
+		switch {
+		case ready:
+			return false, false
+		case hurry:
+			return true, false
+		}
+		select {
+		case <-s.wake:
+		case <-t.C:
+			return true, false
+		case <-s.quit:
+			return true, true
 		}
 	}
-	return s.wal.Release(s.appliedLSN())
+}
+
+// txnReady reports, under applyMu, whether a full loader transaction
+// waits: its rows, or as many bytes as writes may run ahead unslowed
+// (so a lag of few large rows never waits for loaderGather).
+func (s *Store) txnReady() bool {
+	return s.unappliedRows >= int64(s.txnRows) || s.unapplied >= s.paceFrom
+}
+
+// applyPending applies every entry durable when it starts; unless all,
+// it stops before a last partial transaction and reports partial.
+func (s *Store) applyPending(ctx context.Context, all bool) (partial bool, err error) {
+	target := s.wal.LastLSN()
+	for s.appliedLSN() < target {
+		if !all {
+			s.applyMu.Lock()
+			ready := s.txnReady()
+			s.applyMu.Unlock()
+			if !ready {
+				partial = true
+				break
+			}
+		}
+		if err := s.applyTxn(ctx); err != nil {
+			return false, err
+		}
+	}
+	return partial, s.wal.Release(s.appliedLSN())
 }
 
 // applyTxn applies the next entries, up to about loadTxnRows rows, in one
@@ -103,25 +160,27 @@ func (s *Store) applyTxn(ctx context.Context) error {
 	}
 	from := s.appliedLSN()
 	var last uint64
-	var bytes int64
+	var bytes, rows int64
 	err := s.writer.Raw(func(dc any) error {
 		c, ok := dc.(*duckdb.Conn)
 		if !ok {
 			return fmt.Errorf("unexpected driver connection %T", dc)
 		}
 		var err error
-		last, bytes, err = s.applyOn(ctx, c, from)
+		last, bytes, rows, err = s.applyOn(ctx, c, from)
 		return err
 	})
 	if err != nil {
 		// A COMMIT can fail after DuckDB made it durable; ask the table
 		// how far we really got so the retry does not apply entries twice.
 		if durable, qerr := s.durableLSN(); qerr == nil && durable > from {
-			s.advance(durable, 0)
+			// Its rows stay counted as unapplied: at worst the loader
+			// finds a transaction full a little early.
+			s.advance(durable, 0, 0)
 		}
 		return err
 	}
-	s.advance(last, bytes)
+	s.advance(last, bytes, rows)
 	s.pending.release(last)
 	return nil
 }
@@ -178,10 +237,11 @@ func execArgs(ctx context.Context, c *duckdb.Conn, query string, args ...any) er
 }
 
 // advance records loader progress and wakes writers and scans waiting on it.
-func (s *Store) advance(lsn uint64, bytes int64) {
+func (s *Store) advance(lsn uint64, bytes, rows int64) {
 	s.applyMu.Lock()
 	s.applied = lsn
 	s.unapplied = max(s.unapplied-bytes, 0)
+	s.unappliedRows = max(s.unappliedRows-rows, 0)
 	s.applyCond.Broadcast()
 	s.applyMu.Unlock()
 }
@@ -192,10 +252,10 @@ func (s *Store) durableLSN() (uint64, error) {
 	return uint64(lsn), err
 }
 
-func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last uint64, size int64, err error) {
+func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last uint64, size, nrows int64, err error) {
 	if _, err := c.ExecContext(ctx, "BEGIN TRANSACTION", nil); err != nil {
 		s.writerBroken = true // maybe still inside an earlier transaction
-		return 0, 0, fmt.Errorf("begin: %w", err)
+		return 0, 0, 0, fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
 		s.common.settle(err == nil)
@@ -210,7 +270,7 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 	}()
 	ar, err := duckdb.NewArrowFromConn(c)
 	if err != nil {
-		return 0, 0, fmt.Errorf("arrow interface: %w", err)
+		return 0, 0, 0, fmt.Errorf("arrow interface: %w", err)
 	}
 	pipe := s.pipe
 	// Merges and identity changes are rarer than events: their appenders
@@ -312,54 +372,54 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		return nil
 	})
 	if err != nil && !errors.Is(err, errTxnFull) {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	err = nil
 	if err := pipe.idle(); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if err := pipe.fill.insert(ctx, c, ar); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if mg != nil {
 		// Close flushes; it must happen before COMMIT, not in the defer.
 		err, mg = mg.Close(), nil
 		if err != nil {
-			return 0, 0, fmt.Errorf("append merges: %w", err)
+			return 0, 0, 0, fmt.Errorf("append merges: %w", err)
 		}
 	}
 	if chg != nil {
 		err, chg = chg.Close(), nil
 		if err != nil {
-			return 0, 0, fmt.Errorf("append identity changes: %w", err)
+			return 0, 0, 0, fmt.Errorf("append identity changes: %w", err)
 		}
 	}
 	if err := writeProfiles(ctx, c, profs); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if err := writeCheckpoints(ctx, c, cks); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if err := writeUsage(ctx, c, use); err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	if last == 0 {
 		// applyPending only calls us when the log is ahead of the tables.
-		return 0, 0, fmt.Errorf("the write log has no entry after %d although it ends at %d: entries are missing", from, s.wal.LastLSN())
+		return 0, 0, 0, fmt.Errorf("the write log has no entry after %d although it ends at %d: entries are missing", from, s.wal.LastLSN())
 	}
 	if _, err := c.ExecContext(ctx, "UPDATE log_state SET applied_lsn = ?", []driver.NamedValue{{Ordinal: 1, Value: int64(last)}}); err != nil {
-		return 0, 0, fmt.Errorf("advance log_state: %w", err)
+		return 0, 0, 0, fmt.Errorf("advance log_state: %w", err)
 	}
 	if s.beforeCommit != nil {
 		if err := s.beforeCommit(c); err != nil {
-			return 0, 0, err
+			return 0, 0, 0, err
 		}
 	}
 	// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
 	if _, err := c.ExecContext(context.Background(), "COMMIT", nil); err != nil {
-		return 0, 0, fmt.Errorf("commit: %w", err)
+		return 0, 0, 0, fmt.Errorf("commit: %w", err)
 	}
-	return last, size, nil
+	return last, size, int64(rows), nil
 }
 
 func (s *Store) appliedLSN() uint64 {
@@ -391,6 +451,16 @@ func (s *Store) waitFor(ctx context.Context, cond func() bool) error {
 	defer stop()
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	if cond() {
+		return nil
+	}
+	// Whoever waits is not to wait for a full transaction (gather).
+	s.hurry++
+	defer func() { s.hurry-- }()
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
 	for !cond() {
 		if s.closing {
 			return store.ErrClosed

@@ -90,8 +90,8 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	if err := s.pace(ctx); err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
-	// Never let the loader fall more than maxUnapplied behind.
-	if err := s.waitFor(ctx, func() bool { return s.unapplied < maxUnapplied }); err != nil {
+	// Never let the loader fall more than maxLag behind.
+	if err := s.waitFor(ctx, func() bool { return s.unapplied < s.maxLag }); err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
 	if err := ctx.Err(); err != nil {
@@ -149,6 +149,7 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	s.noteUsage()
 	s.applyMu.Lock()
 	s.unapplied += int64(len(sc.entry))
+	s.unappliedRows += int64(len(sc.rows) + len(sc.merges) + len(sc.changes) + len(sc.profiles))
 	s.applyMu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -161,19 +162,19 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 }
 
 // pace delays a write in proportion to how far the loader is behind,
-// beyond paceFrom. Writes and the loader share the CPU; a loader that
+// beyond s.paceFrom. Writes and the loader share the CPU; a loader that
 // falls behind gets more of it only when writes slow down. Slowing every
 // write a little as the lag grows finds that balance smoothly, where the
 // hard limit alone let the lag build up and then stopped all writes at
 // once until a loader commit (up to a second) freed room.
 func (s *Store) pace(ctx context.Context) error {
 	s.applyMu.Lock()
-	over := s.unapplied - paceFrom
+	over := s.unapplied - s.paceFrom
 	s.applyMu.Unlock()
 	if over <= 0 {
 		return nil
 	}
-	d := time.Duration(float64(maxPace) * min(float64(over)/float64(maxUnapplied-paceFrom), 1))
+	d := time.Duration(float64(maxPace) * min(float64(over)/float64(s.maxLag-s.paceFrom), 1))
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
