@@ -40,6 +40,9 @@ type MemoryBudget struct {
 	// store's default). Not memory (the log is on disk), but a sync's
 	// tuning travels with its budget.
 	LoaderLag int64
+	// FullLoaderTxns: the loader commits whole transactions only
+	// (duckstore.Options.FullLoaderTxns).
+	FullLoaderTxns bool
 }
 
 // minDuckDB is DuckDB's least share: room for a checkpoint's blocks.
@@ -73,13 +76,16 @@ func NewSyncBudget(total int64) MemoryBudget {
 	}
 	goHeap := total / 10 * 7
 	return MemoryBudget{Total: total, DuckDB: max(total/20*3, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32),
-		LoadTxnRows: syncRowGroupRows, RowGroupRows: syncRowGroupRows, ReturnFreed: true, LoaderLag: syncLoaderLag}
+		LoadTxnRows: syncRowGroupRows, RowGroupRows: syncRowGroupRows, ReturnFreed: true,
+		LoaderLag: syncLoaderLag, FullLoaderTxns: true}
 }
 
 // syncLoaderLag keeps a sync's loader within 16MB of its writes (the
 // store's default is 128MB). Whatever lag is left when the source is
 // exhausted the loader applies alone, on one core, before the command
-// exits: ~0.65 s of a 1M-row sync's 3.8 s with 128MB. Alternated,
+// exits: ~0.65 s of a 1M-row sync's 3.8 s with 128MB. A loader that
+// kept so close behind would commit a few thousand rows at a time, so
+// it gathers whole transactions (FullLoaderTxns). Alternated, both against neither,
 // syncbench tables, wall time: 1M rows 3.32/3.34/3.39 s against
 // 3.78/3.56/3.98 s, 5M rows 16.48/16.34 s against 17.87/16.34 s, peak RSS
 // 5-8 MiB lower.

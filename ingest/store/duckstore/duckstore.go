@@ -70,6 +70,14 @@ type Options struct {
 	// lag is left when the source is exhausted is applied by the loader
 	// alone, on one core, before the command can exit.
 	LoaderLagBytes int64
+	// FullLoaderTxns makes the loader commit only full transactions
+	// (LoadTxnRows rows, or LoaderLagBytes of log) unless a reader waits
+	// for it or loaderGather passes. Without it the loader applies
+	// whatever is logged when it wakes, which keeps its backlog small
+	// where writes never pause (a migration, /import at saturation; a
+	// gathering loader left more to apply at the end of a migration:
+	// 141-147k events/s against 162-170k to events in the tables).
+	FullLoaderTxns bool
 	Logger         *slog.Logger
 }
 
@@ -231,8 +239,9 @@ type Store struct {
 	// hurry counts waiters on the loader (waitFor): it applies what there
 	// is at once instead of gathering a full transaction.
 	hurry int
-	// gatherWait is loaderGather (tests lengthen it to make the loader's
-	// transactions deterministic).
+	// gatherWait is loaderGather with Options.FullLoaderTxns, else 0: the
+	// loader applies at every wake (tests lengthen it to make the
+	// loader's transactions deterministic).
 	gatherWait time.Duration
 	loaderErr  error // the loader's last failure, nil once it recovers
 	closing    bool  // Close began: waiters give up instead of blocking it
@@ -299,7 +308,6 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		scanPage:   maxScanPage,
 		chunkBytes: arrowChunkBytes,
 		txnRows:    loadTxnRows,
-		gatherWait: loaderGather,
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		loaderDone: make(chan struct{}),
@@ -317,6 +325,9 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		s.paceFrom = opt.LoaderLagBytes
 	}
 	s.maxLag = 4 * s.paceFrom
+	if opt.FullLoaderTxns {
+		s.gatherWait = loaderGather
+	}
 	s.pending.m = map[profileKey]pendingProfile{}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

@@ -58,20 +58,24 @@ func TestNegativeLoadChunkBytes(t *testing.T) {
 }
 
 // TestLoadTxnRows: a loader transaction ends once it holds LoadTxnRows
-// rows, at an entry's end. With a limit of 1,000 each 1,000-event write
-// is a full transaction: the first commit is held until all five are in
-// the log, then the loader applies the other four one transaction each.
-// Without a limit (two row groups) the loader gathers: nothing is
-// applied until the count below waits for the loader, then all five
-// writes go in one transaction.
+// rows, at an entry's end. The first commit is held until five
+// 1,000-event writes are in the log, so the loader then finds four
+// entries waiting: one transaction each with the limit, one for all
+// four without. A loader gathering full transactions (FullLoaderTxns)
+// makes the same five with the limit, and one for all five without:
+// nothing is applied until the count below waits for the loader.
 func TestLoadTxnRows(t *testing.T) {
 	for _, tc := range []struct {
 		txnRows, wantCommits int
-	}{{1000, 5}, {0, 1}} {
+		gather               bool
+	}{{1000, 5, false}, {0, 2, false}, {1000, 5, true}, {0, 1, true}} {
 		opt := testOptions
 		opt.LoadTxnRows = tc.txnRows
+		opt.FullLoaderTxns = tc.gather
 		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
-		s.gatherWait = time.Hour // only a full transaction or a waiter moves the loader
+		if tc.gather {
+			s.gatherWait = time.Hour // only a full transaction or a waiter moves the loader
+		}
 		release := make(chan struct{})
 		var commits atomic.Int32
 		s.beforeCommit = func(*duckdb.Conn) error {
@@ -89,7 +93,7 @@ func TestLoadTxnRows(t *testing.T) {
 		close(release)
 		requireCounts(t, s, 5000, 0)
 		if got := commits.Load(); int(got) != tc.wantCommits {
-			t.Fatalf("LoadTxnRows %d: %d loader commits, want %d", tc.txnRows, got, tc.wantCommits)
+			t.Fatalf("LoadTxnRows %d, FullLoaderTxns %v: %d loader commits, want %d", tc.txnRows, tc.gather, got, tc.wantCommits)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
@@ -103,8 +107,8 @@ func TestLoadTxnRows(t *testing.T) {
 	}
 }
 
-// TestLoaderGathers: the loader applies a transaction once a full one is
-// in the log, or what there is when someone waits for it or gatherWait
+// TestLoaderGathers: with FullLoaderTxns the loader applies a
+// transaction once a full one is in the log, or what there is when someone waits for it or gatherWait
 // passes; never a few rows at every write.
 func TestLoaderGathers(t *testing.T) {
 	write := func(t *testing.T, s *Store, i int) {
@@ -123,7 +127,7 @@ func TestLoaderGathers(t *testing.T) {
 	}
 	t.Run("full transaction or waiter", func(t *testing.T) {
 		opt := testOptions
-		opt.LoadTxnRows = 3000
+		opt.LoadTxnRows, opt.FullLoaderTxns = 3000, true
 		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
 		defer s.Close()
 		s.gatherWait = time.Hour
@@ -145,7 +149,9 @@ func TestLoaderGathers(t *testing.T) {
 		}
 	})
 	t.Run("gather wait", func(t *testing.T) {
-		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), testOptions)
+		opt := testOptions
+		opt.FullLoaderTxns = true
+		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
 		defer s.Close()
 		s.gatherWait = 20 * time.Millisecond
 		var commits atomic.Int32

@@ -70,7 +70,7 @@ func (s *Store) runLoader() {
 		// A pass that left a partial transaction gathers again without
 		// waiting for a wake: no write may come for a while.
 		for more := true; more; {
-			all := quitting
+			all := quitting || s.gatherWait <= 0
 			if !all {
 				all, quitting = s.gather()
 			}
