@@ -108,8 +108,9 @@ func TestLoadTxnRows(t *testing.T) {
 }
 
 // TestLoaderGathers: with FullLoaderTxns the loader applies a
-// transaction once a full one is in the log, or what there is when someone waits for it or gatherWait
-// passes; never a few rows at every write.
+// transaction once a full one is in the log, or what there is when
+// someone waits for it or gatherWait passes; never a few rows at every
+// write.
 func TestLoaderGathers(t *testing.T) {
 	write := func(t *testing.T, s *Store, i int) {
 		t.Helper()
