@@ -103,9 +103,7 @@ func (s *Store) gather() (all, quitting bool) {
 	t := time.NewTimer(s.gatherWait)
 	defer t.Stop()
 	for {
-		s.applyMu.Lock()
-		ready, hurry := s.txnReady(), s.hurry > 0
-		s.applyMu.Unlock()
+		ready, hurry := s.txnReady()
 		switch {
 		case ready:
 			return false, false
@@ -122,11 +120,14 @@ func (s *Store) gather() (all, quitting bool) {
 	}
 }
 
-// txnReady reports, under applyMu, whether a full loader transaction
-// waits: its rows, or as many bytes as writes may run ahead unslowed
-// (so a lag of few large rows never waits for loaderGather).
-func (s *Store) txnReady() bool {
-	return s.unappliedRows >= int64(s.txnRows) || s.unapplied >= s.paceFrom
+// txnReady reports whether a full loader transaction waits (its rows, or
+// as many bytes as writes may run ahead unslowed, so a lag of few large
+// rows never waits for loaderGather), and whether someone waits for the
+// loader.
+func (s *Store) txnReady() (ready, hurry bool) {
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	return s.unappliedRows >= int64(s.txnRows) || s.unapplied >= s.paceFrom, s.hurry > 0
 }
 
 // applyPending applies every entry durable when it starts; unless all,
@@ -135,10 +136,7 @@ func (s *Store) applyPending(ctx context.Context, all bool) (partial bool, err e
 	target := s.wal.LastLSN()
 	for s.appliedLSN() < target {
 		if !all {
-			s.applyMu.Lock()
-			ready := s.txnReady()
-			s.applyMu.Unlock()
-			if !ready {
+			if ready, _ := s.txnReady(); !ready {
 				partial = true
 				break
 			}
