@@ -45,6 +45,13 @@ func (m *Mapper) Map(rec arrow.RecordBatch, out *Records) {
 		out.Ends = append(out.Ends, len(out.Buf))
 		out.Rows = append(out.Rows, int32(i))
 		out.keys = append(out.keys, ks, ke)
+		if m.typ == importspec.EventStream {
+			v := int16(-1)
+			if m.clean && m.members < record.MaxCleanMembers {
+				v = int16(m.members)
+			}
+			out.Vouched = append(out.Vouched, v)
+		}
 	}
 }
 
@@ -165,21 +172,26 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 	}
 	idEnd := len(dst)
 	dst = append(dst, '"')
-	// The ids were escaped once already, for distinct_id.
+	// The ids were escaped once already, for distinct_id. Each is clean
+	// (vouch.go) when copied verbatim: its text is the id and two quotes.
+	m.comma, m.clean, m.members = true, m.vouch, m.tagMembers
 	if hasUser && user != "" {
 		dst = append(dst, `,"$user_id":`...)
 		dst = append(dst, dst[idAt0:idEnd0]...)
+		m.vouchID(user, idEnd0-idAt0)
 	}
 	if hasDevice && device != "" {
 		dst = append(dst, `,"$device_id":`...)
 		if hasUser && user != "" {
+			n := len(dst)
 			dst = appendString(dst, device)
+			m.vouchID(device, len(dst)-n)
 		} else {
 			dst = append(dst, '"')
 			dst = append(dst, dst[idAt0:idEnd0]...)
+			m.vouchID(device, idEnd0-idAt0+1)
 		}
 	}
-	m.comma = true
 	if dst = m.appendProps(dst, i); m.badJSON {
 		return dst, 0, 0, m.jsonErr()
 	}
@@ -258,6 +270,7 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 			dst = m.appendDynamic(dst, l.enc, i, l.name)
 			continue
 		}
+		m.members++
 		skip := 1 // the comma
 		if m.comma {
 			skip = 0
@@ -273,9 +286,11 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 		}
 		// The commonest layouts inline, saving a call or two per value;
 		// the output is appendValue's.
+		n := len(dst)
 		switch v := l.enc; {
 		case v.kind == kString && v.offs != nil && !v.json:
 			dst = appendStringAt(dst, v, i)
+			m.vouchString(dst[n:], v, i)
 		case v.kind == kInt && v.i64 != nil:
 			if x := v.i64[i]; uint64(x) < 10 {
 				dst = append(dst, byte('0'+x))
@@ -292,15 +307,24 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 			}
 		case v.kind == kList && v.loff != nil && v.elem.kind == kString && v.elem.offs != nil && v.elem.valid == nil && !v.elem.json:
 			dst = append(dst, '[')
-			for j, e := int(v.loff[i]), int(v.loff[i+1]); j < e; j++ {
-				if j > int(v.loff[i]) {
+			s, e := int(v.loff[i]), int(v.loff[i+1])
+			if e-s > record.MaxCleanMembers {
+				m.clean = false
+			}
+			for j := s; j < e; j++ {
+				if j > s {
 					dst = append(dst, ',')
 				}
+				k := len(dst)
 				dst = appendStringAt(dst, v.elem, j)
+				m.vouchString(dst[k:], v.elem, j)
 			}
 			dst = append(dst, ']')
 		default:
 			dst = v.appendValue(dst, i)
+			if m.clean && !record.CleanValue(dst[n:]) {
+				m.clean = false
+			}
 		}
 	}
 	if m.jsonCol >= 0 && !m.roots[m.jsonCol].isNull(i) {

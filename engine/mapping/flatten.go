@@ -6,6 +6,7 @@ import (
 	"github.com/valyala/fastjson"
 	"github.com/zeebo/xxh3"
 
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -29,7 +30,9 @@ func (m *Mapper) appendDynamic(dst []byte, v *venc, i int, prefix string) []byte
 			name := m.scratch[mark:]
 			if m.claim(name) {
 				dst = m.keyBytes(dst, name, false)
+				n := len(dst)
 				dst = v.elem.appendValue(dst, j)
+				m.clean = m.clean && record.CleanValue(dst[n:])
 			}
 			m.scratch = m.scratch[:mark]
 		}
@@ -68,7 +71,9 @@ func (m *Mapper) appendJSONText(dst []byte, text, prefix string) []byte {
 	}
 	if name := []byte(prefix); m.claimDynamic(name, false) {
 		dst = m.keyBytes(dst, name, false)
+		n := len(dst)
 		dst = appendString(dst, text)
+		m.vouchText(text, len(dst)-n)
 	}
 	return dst
 }
@@ -167,9 +172,12 @@ func (m *Mapper) keyBytes(dst, name []byte, plain bool) []byte {
 	if s := b2s(name); plain || isPlain(s) {
 		dst = append(dst, '"')
 		dst = append(dst, s...)
+		m.vouchName(s, len(s)+2)
 		return append(dst, '"', ':')
 	}
+	n := len(dst)
 	dst = appendNonPlain(dst, b2s(name))
+	m.vouchName(b2s(name), len(dst)-n)
 	return append(dst, ':')
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/valyala/fastjson"
 
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -98,11 +99,18 @@ func flattenRow(tb testing.TB, oracle bool, prefix string, comma bool, docs ...s
 	m.scratch, m.badJSON = m.scratch[:0], false
 	m.comma = comma
 	dst := []byte("HEAD")
+	m.clean, m.members = true, 0
 	for _, d := range docs {
 		if oracle {
 			dst = m.oracleJSONText(&p, dst, d, prefix)
 		} else {
 			dst = m.appendJSONText(dst, d, prefix)
+		}
+	}
+	if !oracle && m.clean && !m.badJSON {
+		// What the flattener vouches for, the validator's scan confirms.
+		if n, ok := record.CleanMembers(dst[4:]); !ok || n != m.members {
+			tb.Fatalf("docs %q: vouched for %d members, the scan says %d, %v: %s", docs, m.members, n, ok, dst[4:])
 		}
 	}
 	// A few more names: the row's claims must match too (rollback).

@@ -2,8 +2,10 @@ package mapping
 
 import (
 	"strconv"
+	"unicode/utf8"
 	"unsafe"
 
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -35,6 +37,7 @@ func (m *Mapper) flattenJSON(dst []byte, text, prefix string) ([]byte, bool) {
 		return dst, false
 	}
 	start, comma, nDyn, nDynBuf := len(dst), m.comma, len(m.dyn), len(m.dynBuf)
+	clean, members := m.clean, m.members
 	pfx := len(m.scratch)
 	m.scratch = append(m.scratch, prefix...)
 	var ok bool
@@ -45,6 +48,7 @@ func (m *Mapper) flattenJSON(dst []byte, text, prefix string) ([]byte, bool) {
 	}
 	// Undo the claims: the hash set is rebuilt from dyn when next needed.
 	m.comma, m.dyn, m.dynBuf = comma, m.dyn[:nDyn], m.dynBuf[:nDynBuf]
+	m.clean, m.members = clean, members
 	clear(m.seen)
 	return dst[:start], false
 }
@@ -155,10 +159,16 @@ func (m *Mapper) flatMember(dst []byte, s string, i, pfx int, name []byte, nf ui
 		}
 	}
 	emit := m.claimName(name, stable)
-	if emit {
-		dst = m.keyBytes(dst, name, plain)
+	if !emit {
+		return copyValue(dst, s, i, depth, false)
 	}
-	return copyValue(dst, s, i, depth, emit)
+	dst = m.keyBytes(dst, name, plain)
+	n := len(dst)
+	dst, i, ok := copyValue(dst, s, i, depth, true)
+	if ok {
+		m.vouchValue(dst[n:])
+	}
+	return dst, i, ok
 }
 
 // copyValue copies the value at s[i] without whitespace (appending only
@@ -300,19 +310,26 @@ func (m *Mapper) appendMember(dst, name []byte, plain bool, doc string, from, to
 	}
 	m.comma = true
 	if !plain && !isPlain(b2s(name)) {
+		n := len(dst)
 		dst = appendNonPlain(dst, b2s(name))
+		m.vouchName(b2s(name), len(dst)-n)
 		dst = append(dst, ':')
 	} else {
 		dst = append(dst, '"')
 		dst = appendWide(dst, name)
 		dst = append(dst, '"', ':')
+		m.vouchName(b2s(name), len(name)+2)
 	}
 	raw := doc[from:to]
 	if flags&(hasEscape|hasControl) == 0 {
 		dst = append(dst, '"')
 		dst = appendRaw(dst, doc, from, to)
+		if len(raw) > record.MaxCleanString || flags&hasHigh != 0 && !utf8.ValidString(raw) {
+			m.clean = false
+		}
 		return append(dst, '"')
 	}
+	m.clean = false // unescaped and quoted again: rare, and the validator reads it
 	s := raw
 	if flags&hasEscape != 0 {
 		m.unesc = unescapeFJ(m.unesc[:0], raw)

@@ -59,6 +59,11 @@ type Mapper struct {
 	// those and each other, so then no record repeats a name.
 	uniqueNames bool
 	static      map[string]struct{} // the names table columns and STRUCT fields write
+	// vouch: this schema's records can be vouched for (vouch.go); clean
+	// and members are the current record's verdict and property count,
+	// which starts at tagMembers (the run tags each record carries).
+	vouch, clean        bool
+	members, tagMembers int
 }
 
 // New plans the mapping of batches with schema s.
@@ -114,6 +119,7 @@ func New(opt Options, s *arrow.Schema) (*Mapper, error) {
 		m.fixedBloom.add(nameTag([]byte(n)))
 	}
 	m.tags = m.tagBytes()
+	m.planVouch()
 	if opt.Schema != nil {
 		for _, k := range opt.Schema.PrimaryKey {
 			if i := idx(k); i >= 0 {

@@ -56,12 +56,16 @@ type Records struct {
 	// UniqueNames: no record repeats a top-level property name (see
 	// record.Options.UniqueNames); false when two columns map to one name.
 	UniqueNames bool
-	keys        []int // start, end in Buf of record i's key (escaped JSON text)
+	// Vouched is record.Options.Vouched for events: per record, −1 or how
+	// many properties the mapper wrote after $insert_id, all checked.
+	Vouched []int16
+	keys    []int // start, end in Buf of record i's key (escaped JSON text)
 }
 
 // Reset empties r, keeping its memory.
 func (r *Records) Reset() {
 	r.Buf, r.Ends, r.Rows, r.Errs, r.keys = r.Buf[:0], r.Ends[:0], r.Rows[:0], r.Errs[:0], r.keys[:0]
+	r.Vouched = r.Vouched[:0]
 	r.Common, r.UniqueNames = nil, false
 }
 

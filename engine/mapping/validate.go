@@ -13,8 +13,9 @@ type Validator struct {
 	dec  record.Decoder
 	recs [][]byte
 	// general turns the decoder's one-pass path for canonical records
-	// off, for the oracle test and the benchmark's comparison.
-	general bool
+	// off, for the oracle test and the benchmark's comparison; unvouched
+	// keeps it but ignores the mapper's vouching (Records.Vouched).
+	general, unvouched bool
 }
 
 // Events validates r's records into batch and returns the refused rows as
@@ -23,6 +24,9 @@ type Validator struct {
 func (v *Validator) Events(project int64, now time.Time, r *Records, rowOffset int64, batch *store.Batch) []RowError {
 	v.recs = r.Slices(v.recs[:0])
 	opt := record.Options{Project: project, Strict: true, Now: now, Canonical: !v.general, UniqueNames: r.UniqueNames}
+	if !v.unvouched && len(r.Vouched) == r.Len() {
+		opt.Vouched = r.Vouched
+	}
 	if r.Common != nil {
 		batch.Common, opt.CommonProps = r.Common, len(runTagNames)
 	}

@@ -46,7 +46,9 @@ type canonScan struct {
 
 // canonical appends the event rec holds and reports true when rec is
 // canonical and valid; false means "take the general path", never "invalid".
-func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Batch) bool {
+// vouched ≥ 0 is the encoder's word (Options.Vouched) that the members
+// after $insert_id are that many and pass every rule the loop below checks.
+func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Batch, vouched int) bool {
 	if len(rec) < len(canonHead) || string(rec[:len(canonHead)]) != canonHead {
 		return false
 	}
@@ -86,7 +88,14 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 	rest := i // ',' before the other properties, or the closing '}'
 	simplified := opt.Mode == identity.Simplified
 	members := 3 + opt.CommonProps
-	for i+1 < len(rec) && rec[i] == ',' && rec[i+1] == '"' {
+	if vouched >= 0 {
+		members += vouched
+		if simplified && !s.leadingIDs(i) {
+			return false
+		}
+		i = len(rec) - 2 // the closing braces, checked below
+	}
+	for vouched < 0 && i+1 < len(rec) && rec[i] == ',' && rec[i+1] == '"' {
 		k, j, ok := s.str(i + 2)
 		if !ok || j >= len(rec) || rec[j] != ':' {
 			return false
@@ -109,7 +118,7 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 	if s.hi && !utf8.Valid(rec) {
 		return false
 	}
-	if members > maxMembers || !opt.UniqueNames && !d.uniqueKeys() {
+	if members > maxMembers || !opt.UniqueNames && vouched < 0 && !d.uniqueKeys() {
 		return false
 	}
 	ms, ok := msFromNumber(timeRaw)

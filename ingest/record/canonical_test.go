@@ -174,7 +174,7 @@ func TestCanonicalTakesItsShape(t *testing.T) {
 		opt.Mode = mode
 		var d Decoder
 		var b store.Batch
-		if got := d.canonical(&opt, []byte(rec), opt.Now.UnixMilli(), &b); got != want {
+		if got := d.canonical(&opt, []byte(rec), opt.Now.UnixMilli(), &b, -1); got != want {
 			t.Errorf("mode %v: canonical = %v, want %v for %.120s", mode, got, want, rec)
 		}
 		if !want && (len(b.Events) > 0 || len(b.Changes) > 0 || len(d.arena) > 0) {
@@ -203,7 +203,8 @@ func contains(ms []identity.Mode, m identity.Mode) bool {
 }
 
 // FuzzCanonical: for any input, the canonical path and the general path
-// give the same events, changes and failures.
+// give the same events, changes and failures, and so does the canonical
+// path trusting an honest vouch (vouchFor).
 func FuzzCanonical(f *testing.F) {
 	for _, c := range canonCases {
 		f.Add([]byte(c.rec), uint8(0))
@@ -215,6 +216,7 @@ func FuzzCanonical(f *testing.F) {
 		opt := strictOpts()
 		opt.Mode = allModes[int(mode)%len(allModes)]
 		decodeBoth(t, opt, [][]byte{rec, rec})
+		decodeVouched(t, opt, [][]byte{rec, rec})
 	})
 }
 
@@ -227,7 +229,7 @@ func TestCommonPropsCount(t *testing.T) {
 	over := canon("e", "1748736000000", "u1", iid36, members(248))
 	var d Decoder
 	var b store.Batch
-	if !d.canonical(&opt, []byte(ok), opt.Now.UnixMilli(), &b) || d.canonical(&opt, []byte(over), opt.Now.UnixMilli(), &b) {
+	if !d.canonical(&opt, []byte(ok), opt.Now.UnixMilli(), &b, -1) || d.canonical(&opt, []byte(over), opt.Now.UnixMilli(), &b, -1) {
 		t.Fatal("the one-pass path did not count the common properties")
 	}
 	for _, canonical := range []bool{false, true} {
