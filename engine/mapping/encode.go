@@ -322,8 +322,8 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 			dst = append(dst, ']')
 		default:
 			dst = v.appendValue(dst, i)
-			if m.clean && !record.CleanValue(dst[n:]) {
-				m.clean = false
+			if m.clean && !writesClean[v.kind] {
+				m.clean = record.CleanValue(dst[n:])
 			}
 		}
 	}

@@ -11,6 +11,13 @@ import "github.com/tributary-dev/tributary/ingest/record"
 // written clean; anything else written (dates, decimals, nested values,
 // MAP and JSON columns) is checked with the validator's own rules.
 
+// writesClean marks the kinds whose appendValue output is always clean:
+// numbers formatted by strconv or appendInt, literals, and dates and
+// timestamps quoted as short ASCII text. Decimals are not among them (a
+// negative scale can write 000), nor anything holding strings.
+var writesClean = [...]bool{kInt: true, kUint: true, kFloat: true, kBool: true,
+	kTimestamp: true, kDate32: true, kDate64: true, kDict: false}
+
 // planVouch decides once per schema whether records can be vouched for:
 // property names must be distinct and clean, and so must the run tags
 // when each record carries them.
