@@ -46,9 +46,9 @@ func (m *Mapper) Map(rec arrow.RecordBatch, out *Records) {
 		out.Rows = append(out.Rows, int32(i))
 		out.keys = append(out.keys, ks, ke)
 		if m.typ == importspec.EventStream {
-			v := int16(-1)
+			v := m.head
 			if m.clean && m.members < record.MaxCleanMembers {
-				v = int16(m.members)
+				v.Rest, v.Members = true, int16(m.members)
 			}
 			out.Vouched = append(out.Vouched, v)
 		}
@@ -102,25 +102,34 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 	m.scratch = m.scratch[:0]
 	recStart := len(dst)
 	dst = append(dst, `{"event":`...)
+	h := &m.head // what the record's head is vouched for (vouch.go)
+	*h = record.Vouch{Head: true}
 	if m.event >= 0 {
 		name, ok := m.text(m.event, i)
 		if !ok || name == "" {
 			return dst, 0, 0, colErr(m.colName(m.event), "event name is NULL or empty")
 		}
+		n := len(dst)
 		dst = appendStringWide(dst, name, m.wide(m.event, name))
+		h.Head, h.NameLen = cleanText(name, len(dst)-n), uint16(len(name))
 	} else {
 		dst = append(dst, m.staticEvent...)
+		h.Head, h.NameLen = m.staticClean, uint16(len(m.staticEvent)-2)
 	}
 	ms, rerr := timeMs(&m.roots[m.tm], i)
 	if rerr != "" {
 		return dst, 0, 0, colErr(m.colName(m.tm), rerr)
 	}
 	dst = append(dst, `,"properties":{"time":`...)
+	t := len(dst)
 	dst = appendInt(dst, ms)
+	h.TimeMs, h.TimeLen = ms, uint8(len(dst)-t)
 	dst = append(dst, `,"distinct_id":`...)
+	didAt := len(dst) // the opening quote
 	var user, device string
 	var hasUser, hasDevice bool
 	var idAt0, idEnd0 int // the escaped user (or device, opening quote dropped) written as distinct_id
+	didRaw := 0           // distinct_id's length before escaping
 	if m.opt.Project.Simplified {
 		if m.user >= 0 {
 			user, hasUser = m.text(m.user, i)
@@ -130,14 +139,14 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		}
 		switch {
 		case hasUser && user != "":
-			idAt0 = len(dst)
+			idAt0, didRaw = len(dst), len(user)
 			dst = appendStringWide(dst, user, m.wide(m.user, user))
 		case hasDevice && device != "":
 			dst = append(dst, `"$device:`...)
 			q := len(dst)
 			dst = appendString(dst, device)
 			dst = append(dst[:q], dst[q+1:]...) // drop the escaped id's opening quote
-			idAt0 = q
+			idAt0, didRaw = q, len("$device:")+len(device)
 		default:
 			return dst, 0, 0, colErr(m.opt.Import.UserColumnName, "row has neither a user id nor a device id")
 		}
@@ -150,9 +159,12 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 			return dst, 0, 0, colErr(m.opt.Import.DistinctIDColumnName, "distinct id is NULL or empty")
 		}
 		dst = appendString(dst, did)
+		didRaw = len(did)
 	}
 	hdrEnd := len(dst)
 	idEnd0 = hdrEnd
+	h.DidLen = uint16(didRaw)
+	h.Head = h.Head && cleanText2(didRaw, hdrEnd-didAt)
 	const idKey = `,"$insert_id":"`
 	idAt := hdrEnd + len(idKey)
 	given := ""
@@ -171,6 +183,7 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		dst = append(dst, idKey+`000000000000000000000000000000000000`...) // patched below
 	}
 	idEnd := len(dst)
+	h.IidLen = uint8(idEnd - idAt)
 	dst = append(dst, '"')
 	// The ids were escaped once already, for distinct_id. Each is clean
 	// (vouch.go) when copied verbatim: its text is the id and two quotes.
@@ -198,6 +211,9 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 	if given == "" {
 		id := m.derivedID(dst[recStart:hdrEnd], dst[idEnd+1:], i)
 		copy(dst[idAt:idEnd], id[:])
+	}
+	if h.IidLen == 36 && string(dst[idAt:idEnd]) == nilUUID {
+		h.Head = false // a placeholder: ValidInsertID refuses it (a hash gives it once in 2^128)
 	}
 	dst = append(dst, m.tags...)
 	return dst, idAt, idEnd, nil

@@ -6,6 +6,7 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -64,6 +65,8 @@ type Mapper struct {
 	// which starts at tagMembers (the run tags each record carries).
 	vouch, clean        bool
 	members, tagMembers int
+	head                record.Vouch // the current record's, without Rest
+	staticClean         bool         // staticEvent is a clean name
 }
 
 // New plans the mapping of batches with schema s.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -56,9 +57,9 @@ type Records struct {
 	// UniqueNames: no record repeats a top-level property name (see
 	// record.Options.UniqueNames); false when two columns map to one name.
 	UniqueNames bool
-	// Vouched is record.Options.Vouched for events: per record, −1 or how
-	// many properties the mapper wrote after $insert_id, all checked.
-	Vouched []int16
+	// Vouched is record.Options.Vouched for events: per record, what the
+	// mapper checked while writing it (vouch.go).
+	Vouched []record.Vouch
 	keys    []int // start, end in Buf of record i's key (escaped JSON text)
 }
 

@@ -23,6 +23,9 @@ var writesClean = [...]bool{kInt: true, kUint: true, kFloat: true, kBool: true,
 // when each record carries them.
 func (m *Mapper) planVouch() {
 	m.vouch = m.uniqueNames
+	if m.staticEvent != nil {
+		m.staticClean = cleanText(m.opt.Import.Event(), len(m.staticEvent))
+	}
 	for _, l := range m.props {
 		if !l.dyn && !cleanKey(l.key) {
 			m.vouch = false
@@ -44,29 +47,30 @@ func cleanKey(key []byte) bool {
 // vouchString notes whether out, the JSON text written for row i's string
 // in v, is that string copied verbatim and short enough.
 func (m *Mapper) vouchString(out []byte, v *venc, i int) {
-	n := int(v.offs[i+1] - v.offs[i])
-	if n > record.MaxCleanString || len(out) != n+2 {
-		m.clean = false
-	}
+	m.clean = m.clean && cleanText2(int(v.offs[i+1]-v.offs[i]), len(out))
 }
+
+// nilUUID is the one insert-id placeholder a derived id could spell.
+const nilUUID = "00000000-0000-0000-0000-000000000000"
+
+// cleanText reports whether s, written as n bytes of JSON, was copied
+// verbatim (escaping only lengthens) and is short enough.
+func cleanText(s string, n int) bool { return cleanText2(len(s), n) }
+
+// cleanText2 is cleanText for a text of k bytes.
+func cleanText2(k, n int) bool { return k <= record.MaxCleanString && n == k+2 }
 
 // vouchID counts a $user_id or $device_id written as n bytes of JSON.
 func (m *Mapper) vouchID(id string, n int) {
 	m.members++
-	if len(id) > record.MaxCleanString || n != len(id)+2 {
-		m.clean = false
-	}
+	m.clean = m.clean && cleanText(id, n)
 }
 
 // vouchName counts a property named name whose JSON text took n bytes.
 func (m *Mapper) vouchName(name string, n int) { m.vouchID(name, n) }
 
 // vouchText notes whether s, written as n bytes of JSON, is clean.
-func (m *Mapper) vouchText(s string, n int) {
-	if len(s) > record.MaxCleanString || n != len(s)+2 {
-		m.clean = false
-	}
-}
+func (m *Mapper) vouchText(s string, n int) { m.clean = m.clean && cleanText(s, n) }
 
 // vouchValue checks a value the JSON flattener copied: numbers (checked
 // to be strict JSON there) and literals are clean; strings and containers

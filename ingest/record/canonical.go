@@ -46,56 +46,37 @@ type canonScan struct {
 
 // canonical appends the event rec holds and reports true when rec is
 // canonical and valid; false means "take the general path", never "invalid".
-// vouched ≥ 0 is the encoder's word (Options.Vouched) that the members
-// after $insert_id are that many and pass every rule the loop below checks.
-func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Batch, vouched int) bool {
+// v, when not nil, is the encoder's word about parts of rec (Vouch).
+func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Batch, v *Vouch) bool {
 	if len(rec) < len(canonHead) || string(rec[:len(canonHead)]) != canonHead {
 		return false
 	}
 	s := &d.canon
 	*s = canonScan{b: rec, keys: s.keys[:0]}
-	name, i, ok := s.str(len(canonHead))
-	if !ok || name == "" || name == "$merge" ||
-		(opt.Mode == identity.Original && (name == "$identify" || name == "$create_alias")) {
+	var h head
+	ok := false
+	if v != nil && v.Head {
+		h, ok = vouchedHead(rec, v)
+	} else {
+		h, ok = s.head()
+	}
+	if !ok || h.name == "" || h.name == "$merge" ||
+		(opt.Mode == identity.Original && (h.name == "$identify" || h.name == "$create_alias")) {
 		return false
 	}
-	if len(rec)-i < len(canonProps) || string(rec[i:i+len(canonProps)]) != canonProps {
-		return false
-	}
-	i += len(canonProps)
-	// The first three members are time, distinct_id and $insert_id.
-	var timeRaw, did, iid string
-	if i, ok = s.key(i, "time"); !ok {
-		return false
-	}
-	start := i
-	if i, ok = s.number(i); !ok {
-		return false
-	}
-	timeRaw = b2s(rec[start:i])
-	if i, ok = s.next(i, "distinct_id"); !ok {
-		return false
-	}
-	if did, i, ok = s.strValue(i); !ok {
-		return false
-	}
-	if i, ok = s.next(i, "$insert_id"); !ok {
-		return false
-	}
-	if iid, i, ok = s.strValue(i); !ok {
-		return false
-	}
+	name, did, iid, i := h.name, h.did, h.iid, h.rest
 	rest := i // ',' before the other properties, or the closing '}'
 	simplified := opt.Mode == identity.Simplified
 	members := 3 + opt.CommonProps
-	if vouched >= 0 {
-		members += vouched
+	vouched := v != nil && v.Rest
+	if vouched {
+		members += int(v.Members)
 		if simplified && !s.leadingIDs(i) {
 			return false
 		}
 		i = len(rec) - 2 // the closing braces, checked below
 	}
-	for vouched < 0 && i+1 < len(rec) && rec[i] == ',' && rec[i+1] == '"' {
+	for !vouched && i+1 < len(rec) && rec[i] == ',' && rec[i+1] == '"' {
 		k, j, ok := s.str(i + 2)
 		if !ok || j >= len(rec) || rec[j] != ':' {
 			return false
@@ -118,11 +99,10 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 	if s.hi && !utf8.Valid(rec) {
 		return false
 	}
-	if members > maxMembers || !opt.UniqueNames && vouched < 0 && !d.uniqueKeys() {
+	if members > maxMembers || !opt.UniqueNames && !vouched && !d.uniqueKeys() {
 		return false
 	}
-	ms, ok := msFromNumber(timeRaw)
-	if !ok || ms < minTimeMs || ms > nowMs+maxAheadMs || !ValidInsertID(iid) {
+	if ms := h.ms; ms < minTimeMs || ms > nowMs+maxAheadMs || !h.iidValid && !ValidInsertID(iid) {
 		return false
 	}
 	var user, device string
@@ -164,9 +144,53 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 	props := d.arena[p:len(d.arena):len(d.arena)]
 	name = d.intern(name)
 	iid = d.keep(iid)
-	out.Events = append(out.Events, store.Event{Name: name, DistinctID: did, TimeMs: ms, InsertID: iid,
-		Props: props, IngestMs: nowMs, Key: store.DedupKey(opt.Project, name, did, ms, iid)})
+	out.Events = append(out.Events, store.Event{Name: name, DistinctID: did, TimeMs: h.ms, InsertID: iid,
+		Props: props, IngestMs: nowMs, Key: store.DedupKey(opt.Project, name, did, h.ms, iid)})
 	return true
+}
+
+// head is what a canonical record's first members say.
+type head struct {
+	name, did, iid string
+	time           string // the time member's text
+	ms             int64
+	rest           int  // index after $insert_id's closing quote
+	iidValid       bool // ValidInsertID(iid) is known to hold
+}
+
+// head reads the event name, time, distinct_id and $insert_id.
+func (s *canonScan) head() (h head, ok bool) {
+	rec := s.b
+	name, i, ok := s.str(len(canonHead))
+	if !ok || len(rec)-i < len(canonProps) || string(rec[i:i+len(canonProps)]) != canonProps {
+		return h, false
+	}
+	i += len(canonProps)
+	if i, ok = s.key(i, "time"); !ok {
+		return h, false
+	}
+	start := i
+	if i, ok = s.number(i); !ok {
+		return h, false
+	}
+	h.time = b2s(rec[start:i])
+	if h.ms, ok = msFromNumber(h.time); !ok {
+		return h, false
+	}
+	if i, ok = s.next(i, "distinct_id"); !ok {
+		return h, false
+	}
+	if h.did, i, ok = s.strValue(i); !ok {
+		return h, false
+	}
+	if i, ok = s.next(i, "$insert_id"); !ok {
+		return h, false
+	}
+	if h.iid, i, ok = s.strValue(i); !ok {
+		return h, false
+	}
+	h.name, h.rest = name, i
+	return h, true
 }
 
 // uniqueKeys applies the duplicate-key rule to time, distinct_id,

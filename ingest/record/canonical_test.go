@@ -174,7 +174,7 @@ func TestCanonicalTakesItsShape(t *testing.T) {
 		opt.Mode = mode
 		var d Decoder
 		var b store.Batch
-		if got := d.canonical(&opt, []byte(rec), opt.Now.UnixMilli(), &b, -1); got != want {
+		if got := d.canonical(&opt, []byte(rec), opt.Now.UnixMilli(), &b, nil); got != want {
 			t.Errorf("mode %v: canonical = %v, want %v for %.120s", mode, got, want, rec)
 		}
 		if !want && (len(b.Events) > 0 || len(b.Changes) > 0 || len(d.arena) > 0) {
@@ -229,7 +229,7 @@ func TestCommonPropsCount(t *testing.T) {
 	over := canon("e", "1748736000000", "u1", iid36, members(248))
 	var d Decoder
 	var b store.Batch
-	if !d.canonical(&opt, []byte(ok), opt.Now.UnixMilli(), &b, -1) || d.canonical(&opt, []byte(over), opt.Now.UnixMilli(), &b, -1) {
+	if !d.canonical(&opt, []byte(ok), opt.Now.UnixMilli(), &b, nil) || d.canonical(&opt, []byte(over), opt.Now.UnixMilli(), &b, nil) {
 		t.Fatal("the one-pass path did not count the common properties")
 	}
 	for _, canonical := range []bool{false, true} {

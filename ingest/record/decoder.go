@@ -43,14 +43,10 @@ type Options struct {
 	// schema), so the one-pass path skips the duplicate-key rule, a tenth
 	// of its cost. The general path checks the rule regardless.
 	UniqueNames bool
-	// Vouched, when not nil, has one entry per record: −1, or the
-	// encoder's word that the record's properties after $insert_id are
-	// that many members, each passing the one-pass path's rules (see
-	// vouch.go), with unique names (UniqueNames is then implied) and any
-	// $user_id and $device_id first. The one-pass path then reads only
-	// the record's head, as the warehouse mapper has checked the rest while
-	// writing it. Results are the same either way.
-	Vouched []int16
+	// Vouched, when not nil, has one entry per record: what its encoder
+	// checked while writing it (Vouch), which the one-pass path then
+	// does not read again. Results are the same either way.
+	Vouched []Vouch
 }
 
 // Failure is one item of the 400 body's failed_records.
@@ -122,13 +118,13 @@ func (d *Decoder) Decode(opt Options, recs [][]byte, out *store.Batch) []Failure
 	out.Events = slices.Grow(out.Events, len(recs))
 	var fails []Failure
 	canon, nowMs := opt.Canonical && opt.Strict, opt.Now.UnixMilli()
-	vouched := -1
+	var vouch *Vouch
 	for i, rec := range recs {
 		d.idx = i
 		if opt.Vouched != nil {
-			vouched = int(opt.Vouched[i])
+			vouch = &opt.Vouched[i]
 		}
-		if canon && d.canonical(&opt, rec, nowMs, out, vouched) {
+		if canon && d.canonical(&opt, rec, nowMs, out, vouch) {
 			d.canonHits++
 			continue
 		}

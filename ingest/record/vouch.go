@@ -1,20 +1,46 @@
 package record
 
-import "unicode/utf8"
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
 
 // An encoder that writes records for the one-pass path can check most of
 // a record's rules while it writes it, more cheaply than this package can
 // scan the record again: it knows which of its values are numbers, which
 // strings it copied verbatim (no escape, so no quote, backslash or control
 // byte, and valid UTF-8) and how long they were, and how many properties
-// it wrote. Such a record is vouched for (Options.Vouched) and the one-pass
-// path reads only its head: event name, time, distinct_id, $insert_id and
-// the leading $user_id / $device_id. Values the encoder cannot judge
-// cheaply it checks with CleanValue or CleanMembers, the one-pass path's
-// own rules.
+// it wrote. Such a record is vouched for (Options.Vouched, Vouch) and the
+// one-pass path skips what was vouched for: the scan of the properties, or
+// of the head too (it then only checks the punctuation around the fields
+// it takes). Values the encoder cannot judge cheaply it checks with
+// CleanValue or CleanMembers, the one-pass path's own rules.
 //
-// The warehouse mapper's tests run every record both ways and require the
-// same events and the same set of records taking the one-pass path.
+// Encoders' tests hold every vouch to CheckVouch and decode each record
+// both ways, requiring the same events and the same records taking the
+// one-pass path.
+
+// Vouch is an encoder's word about one record it wrote in the canonical
+// shape. The zero value vouches for nothing.
+type Vouch struct {
+	// Rest: the properties after $insert_id are Members members, each
+	// passing the one-pass path's rules (compact JSON; strings of at most
+	// MaxCleanString bytes, no escape or control byte, valid UTF-8;
+	// containers within the depth and size limits), their names unique
+	// and none of time, distinct_id, $insert_id; a $user_id and a
+	// $device_id, if written, come first and in that order.
+	Rest    bool
+	Members int16
+	// Head: the event name, distinct_id and $insert_id are clean strings
+	// of NameLen, DidLen and IidLen bytes, the insert id passes
+	// ValidInsertID, and time is TimeMs written as TimeLen bytes.
+	Head            bool
+	TimeLen, IidLen uint8
+	NameLen, DidLen uint16
+	TimeMs          int64
+}
 
 // MaxCleanString is the longest string, in bytes, the one-pass path takes.
 const MaxCleanString = maxRunes
@@ -56,6 +82,78 @@ func CleanMembers(b []byte) (int, bool) {
 			return n, false
 		}
 	}
+}
+
+// vouchedHead reads the head of a record whose encoder vouched for it
+// (Vouch.Head): the punctuation around the fields is all it checks.
+func vouchedHead(rec []byte, v *Vouch) (h head, ok bool) {
+	const (
+		afterName = `","properties":{"time":`
+		beforeDid = `,"distinct_id":"`
+		beforeIid = `","$insert_id":"`
+	)
+	i := len(canonHead) + int(v.NameLen)
+	end := i + len(afterName) + int(v.TimeLen) + len(beforeDid) + int(v.DidLen) + len(beforeIid) + int(v.IidLen) + 1
+	if end > len(rec) || string(rec[i:i+len(afterName)]) != afterName {
+		return h, false
+	}
+	h.name = b2s(rec[len(canonHead):i])
+	i += len(afterName) + int(v.TimeLen)
+	if string(rec[i:i+len(beforeDid)]) != beforeDid {
+		return h, false
+	}
+	i += len(beforeDid)
+	h.did = b2s(rec[i : i+int(v.DidLen)])
+	i += int(v.DidLen)
+	if string(rec[i:i+len(beforeIid)]) != beforeIid {
+		return h, false
+	}
+	i += len(beforeIid)
+	h.iid = b2s(rec[i : i+int(v.IidLen)])
+	i += int(v.IidLen)
+	if rec[i] != '"' {
+		return h, false
+	}
+	h.ms, h.rest, h.iidValid = v.TimeMs, i+1, true
+	return h, true
+}
+
+// CheckVouch reports how v misstates rec (nil when it holds), reading rec
+// in full: encoders' tests hold their vouching to it.
+func CheckVouch(rec []byte, v Vouch) error {
+	if !v.Head && !v.Rest {
+		return nil
+	}
+	s := canonScan{b: rec}
+	if len(rec) < len(canonHead) || string(rec[:len(canonHead)]) != canonHead {
+		return errors.New("vouched for, but not in the canonical shape")
+	}
+	h, ok := s.head()
+	if v.Head {
+		switch {
+		case !ok:
+			return errors.New("head vouched for, but not clean")
+		case len(h.name) != int(v.NameLen) || len(h.did) != int(v.DidLen) || len(h.iid) != int(v.IidLen):
+			return fmt.Errorf("head lengths %d/%d/%d, vouched %d/%d/%d", len(h.name), len(h.did), len(h.iid), v.NameLen, v.DidLen, v.IidLen)
+		case h.time != strconv.FormatInt(v.TimeMs, 10) || len(h.time) != int(v.TimeLen):
+			return fmt.Errorf("time %s, vouched %d (%d bytes)", h.time, v.TimeMs, v.TimeLen)
+		case !ValidInsertID(h.iid):
+			return fmt.Errorf("insert id %q vouched for", h.iid)
+		case s.hi && !utf8.ValidString(h.name+h.did+h.iid):
+			return errors.New("head vouched for, but not UTF-8")
+		}
+	}
+	if !v.Rest || !ok {
+		return nil // a head the one-pass path cannot read sends the record to the general path
+	}
+	if len(rec)-h.rest < 2 || string(rec[len(rec)-2:]) != "}}" {
+		return errors.New("rest vouched for, record not closed by }}")
+	}
+	n, ok := CleanMembers(rec[h.rest : len(rec)-2])
+	if !ok || n != int(v.Members) {
+		return fmt.Errorf("rest: %d members, clean %v; vouched %d", n, ok, v.Members)
+	}
+	return nil
 }
 
 // leadingIDs reads the $user_id and $device_id a vouched record carries

@@ -3,80 +3,107 @@ package record
 import (
 	"bytes"
 	"reflect"
+	"strconv"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/valyala/fastjson"
 )
 
-// vouchFor is what an honest encoder would vouch for rec: the member count
-// of its properties after $insert_id when they pass CleanMembers, names are
-// unique (and none is time, distinct_id or $insert_id) and any $user_id,
-// $device_id lead in that order; otherwise -1.
-func vouchFor(rec []byte) int16 {
-	const idKey = `,"$insert_id":"`
-	k := bytes.Index(rec, []byte(idKey))
-	if k < 0 || !bytes.HasSuffix(rec, []byte("}}")) || len(rec) < 4 {
-		return -1
+// vouchFor is what an honest encoder would vouch for rec: its head when
+// the name, distinct_id and $insert_id are clean, the insert id valid and
+// the time a plain integer; its properties after $insert_id when they pass
+// CleanMembers, names are unique (and none is time, distinct_id or
+// $insert_id) and any $user_id, $device_id lead in that order.
+func vouchFor(rec []byte) Vouch {
+	var v Vouch
+	s := canonScan{b: rec}
+	if len(rec) < len(canonHead) || string(rec[:len(canonHead)]) != canonHead {
+		return v
 	}
-	q := bytes.IndexByte(rec[k+len(idKey):], '"')
-	if q < 0 {
-		return -1
+	h, ok := s.head()
+	if !ok {
+		return v
 	}
-	rest := rec[k+len(idKey)+q+1 : len(rec)-2]
+	if (!s.hi || utf8.ValidString(h.name+h.did+h.iid)) && ValidInsertID(h.iid) &&
+		h.time == strconv.FormatInt(h.ms, 10) && len(h.name) <= maxRunes && len(h.did) <= maxRunes {
+		v.Head, v.TimeMs, v.TimeLen = true, h.ms, uint8(len(h.time))
+		v.NameLen, v.DidLen, v.IidLen = uint16(len(h.name)), uint16(len(h.did)), uint8(len(h.iid))
+	}
+	if !bytes.HasSuffix(rec, []byte("}}")) || len(rec)-h.rest < 2 {
+		return v
+	}
+	rest := rec[h.rest : len(rec)-2]
 	n, ok := CleanMembers(rest)
 	if !ok || n >= maxMembers {
-		return -1
+		return v
 	}
-	if len(rest) == 0 {
-		return 0
-	}
-	v, err := fastjson.ParseBytes(append(append([]byte{'{'}, rest[1:]...), '}'))
-	if err != nil {
-		return -1
-	}
-	seen := map[string]bool{"time": true, "distinct_id": true, "$insert_id": true}
-	i, good := 0, true
-	v.GetObject().Visit(func(key []byte, _ *fastjson.Value) {
-		s := string(key)
-		switch {
-		case seen[s]:
-			good = false
-		case s == "$user_id" && i != 0, s == "$device_id" && i > 1,
-			s == "$device_id" && i == 1 && !seen["$user_id"]:
-			good = false
+	if len(rest) > 0 {
+		pv, err := fastjson.ParseBytes(append(append([]byte{'{'}, rest[1:]...), '}'))
+		if err != nil {
+			return v
 		}
-		seen[s] = true
-		i++
-	})
-	if !good {
-		return -1
+		seen := map[string]bool{"time": true, "distinct_id": true, "$insert_id": true}
+		i, good := 0, true
+		pv.GetObject().Visit(func(key []byte, _ *fastjson.Value) {
+			k := string(key)
+			switch {
+			case seen[k]:
+				good = false
+			case k == "$user_id" && i != 0, k == "$device_id" && i > 1,
+				k == "$device_id" && i == 1 && !seen["$user_id"]:
+				good = false
+			}
+			seen[k] = true
+			i++
+		})
+		if !good {
+			return v
+		}
 	}
-	return int16(n)
+	v.Rest, v.Members = true, int16(n)
+	return v
 }
 
-// decodeVouched checks that vouching for recs (as vouchFor does) changes
-// nothing: the same failures and batch, and the one-pass path takes the
-// same records, as when it reads each record in full.
+// decodeVouched checks that vouching for recs (as vouchFor does, in full,
+// for the head only and for the rest only) changes nothing: the same
+// failures and batch, and the one-pass path takes the same records, as
+// when it reads each record in full; and that CheckVouch accepts each
+// honest vouch.
 func decodeVouched(t testing.TB, opt Options, recs [][]byte) {
 	t.Helper()
-	var d1, d2 Decoder
-	var b1, b2 store.Batch
+	var d1 Decoder
+	var b1 store.Batch
 	opt.Canonical = true
 	f1 := d1.Decode(opt, recs, &b1)
-	opt.Vouched = nil
-	for _, r := range recs {
-		opt.Vouched = append(opt.Vouched, vouchFor(r))
-	}
-	f2 := d2.Decode(opt, recs, &b2)
-	if !reflect.DeepEqual(f1, f2) {
-		t.Fatalf("failures differ:\n read  %+v\n vouched %+v", f1, f2)
-	}
-	if !reflect.DeepEqual(b1, b2) {
-		t.Fatalf("batches differ:\n read    %+v\n vouched %+v", b1, b2)
-	}
-	if d1.CanonicalHits() != d2.CanonicalHits() {
-		t.Fatalf("one-pass path took %d records read in full, %d vouched for", d1.CanonicalHits(), d2.CanonicalHits())
+	for part := range 3 {
+		var d2 Decoder
+		var b2 store.Batch
+		opt.Vouched = nil
+		for _, r := range recs {
+			v := vouchFor(r)
+			if err := CheckVouch(r, v); err != nil {
+				t.Fatalf("CheckVouch refuses an honest vouch %+v: %v: %q", v, err, r)
+			}
+			switch part {
+			case 1:
+				v.Rest = false
+			case 2:
+				v.Head = false
+			}
+			opt.Vouched = append(opt.Vouched, v)
+		}
+		f2 := d2.Decode(opt, recs, &b2)
+		if !reflect.DeepEqual(f1, f2) {
+			t.Fatalf("vouch part %d: failures differ:\n read    %+v\n vouched %+v", part, f1, f2)
+		}
+		if !reflect.DeepEqual(b1, b2) {
+			t.Fatalf("vouch part %d: batches differ:\n read    %+v\n vouched %+v", part, b1, b2)
+		}
+		if d1.CanonicalHits() != d2.CanonicalHits() {
+			t.Fatalf("vouch part %d: one-pass path took %d records read in full, %d vouched for", part, d1.CanonicalHits(), d2.CanonicalHits())
+		}
 	}
 }
 
@@ -88,14 +115,14 @@ func TestVouchedMatchesCanonical(t *testing.T) {
 	for _, c := range canonIDCases {
 		all = append(all, []byte(c.rec))
 	}
-	vouched := 0
+	heads, rests := 0, 0
 	for _, r := range all {
-		if vouchFor(r) >= 0 {
-			vouched++
-		}
+		v := vouchFor(r)
+		heads += b2i(v.Head)
+		rests += b2i(v.Rest)
 	}
-	if vouched < len(all)/3 {
-		t.Fatalf("only %d of %d test records can be vouched for", vouched, len(all))
+	if heads < len(all)/3 || rests < len(all)/3 {
+		t.Fatalf("of %d test records, only %d heads and %d rests can be vouched for", len(all), heads, rests)
 	}
 	for _, mode := range allModes {
 		opt := strictOpts()
@@ -135,5 +162,41 @@ func TestCleanValueAndMembers(t *testing.T) {
 		if n, ok := CleanMembers([]byte(c.m)); ok != c.want || ok && n != c.n {
 			t.Errorf("CleanMembers(%q) = %d, %v; want %d, %v", c.m, n, ok, c.n, c.want)
 		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// CheckVouch catches a vouch that misstates its record.
+func TestCheckVouchRefusesLies(t *testing.T) {
+	rec := []byte(canon("e", "1748736000000", "u1", iid36, `"a":1,"b":"x"`))
+	honest := vouchFor(rec)
+	if !honest.Head || !honest.Rest {
+		t.Fatalf("honest vouch %+v", honest)
+	}
+	for name, lie := range map[string]func(v *Vouch){
+		"members":  func(v *Vouch) { v.Members++ },
+		"time":     func(v *Vouch) { v.TimeMs++ },
+		"name len": func(v *Vouch) { v.NameLen++ },
+		"did len":  func(v *Vouch) { v.DidLen-- },
+	} {
+		v := honest
+		lie(&v)
+		if CheckVouch(rec, v) == nil {
+			t.Errorf("%s: a false vouch passed", name)
+		}
+	}
+	frac := []byte(canon("e", "1748736000000.4", "u1", iid36, `"a":1,"b":"x"`))
+	if CheckVouch(frac, honest) == nil {
+		t.Error("a fractional time passed as the integer vouched for")
+	}
+	esc := []byte(canon("e", "1748736000000", "u1", iid36, `"a":"x\"y"`))
+	if v := vouchFor(esc); v.Rest || CheckVouch(esc, Vouch{Rest: true, Members: 1}) == nil {
+		t.Errorf("an escaped string was vouched for: %+v", v)
 	}
 }
