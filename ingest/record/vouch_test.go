@@ -134,8 +134,8 @@ func TestVouchedMatchesCanonical(t *testing.T) {
 	}
 }
 
-// The encoders' checks: CleanValue and CleanMembers take what the one-pass
-// path takes.
+// The encoders' checks: CleanNumber, CleanValue and CleanMembers take
+// what the one-pass path takes.
 func TestCleanValueAndMembers(t *testing.T) {
 	long := `"` + string(bytes.Repeat([]byte("x"), maxRunes+1)) + `"`
 	for _, c := range []struct {
@@ -149,6 +149,12 @@ func TestCleanValueAndMembers(t *testing.T) {
 	} {
 		if got := CleanValue([]byte(c.v)); got != c.want {
 			t.Errorf("CleanValue(%.40q) = %v, want %v", c.v, got, c.want)
+		}
+	}
+	for n, want := range map[string]bool{"0": true, "-1.5e+3": true, "12": true, "01": false, "1.": false,
+		"+1": false, "1.2.3": false, "1e": false, "": false, "1 ": false, "NaN": false} {
+		if CleanNumber([]byte(n)) != want {
+			t.Errorf("CleanNumber(%q) = %v", n, !want)
 		}
 	}
 	for _, c := range []struct {

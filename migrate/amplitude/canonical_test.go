@@ -40,11 +40,13 @@ func TestTransformCanonicalMatchesGeneral(t *testing.T) {
 	}
 	tr := newTransformer()
 	var recs [][]byte
+	var vouches []record.Vouch
 	for _, ln := range lines {
 		var ev amplitudeEvent
 		rec, _, ferr := tr.appendRecord(nil, nil, ln, &ev)
 		if ferr == nil {
 			recs = append(recs, rec)
+			vouches = append(vouches, tr.vouch.done())
 		}
 	}
 	l := newLoader(1, "tok", nil, func() time.Time { return testNow }, 5000)
@@ -52,9 +54,23 @@ func TestTransformCanonicalMatchesGeneral(t *testing.T) {
 	if !opt.Canonical || !opt.UniqueNames {
 		t.Fatal("the migration does not use the canonical path with its names vouched for")
 	}
-	var canon, general record.Decoder
-	var b1, b2 store.Batch
+	var canon, general, vouched record.Decoder
+	var b1, b2, b0 store.Batch
 	f1 := canon.Decode(opt, recs, &b1)
+	opt.Vouched = vouches
+	f0 := vouched.Decode(opt, recs, &b0)
+	heads, rests := 0, 0
+	for i, v := range vouches {
+		if err := record.CheckVouch(recs[i], v); err != nil {
+			t.Fatalf("record %d: %v (vouch %+v): %s", i, err, v, recs[i])
+		}
+		heads, rests = heads+b2i(v.Head), rests+b2i(v.Rest)
+	}
+	if !reflect.DeepEqual(f0, f1) || !reflect.DeepEqual(b0, b1) || vouched.CanonicalHits() != canon.CanonicalHits() {
+		t.Fatalf("vouched records decode differently: %d/%d failures, %d/%d one-pass hits", len(f0), len(f1), vouched.CanonicalHits(), canon.CanonicalHits())
+	}
+	t.Logf("of %d records, %d heads and %d property lists vouched for", len(recs), heads, rests)
+	opt.Vouched = nil
 	opt.Canonical = false
 	f2 := general.Decode(opt, recs, &b2)
 	if !reflect.DeepEqual(f1, f2) {
@@ -70,7 +86,19 @@ func TestTransformCanonicalMatchesGeneral(t *testing.T) {
 	}
 	bench := len(recs) - (len(lines) - fixture)
 	t.Logf("%d of %d records took the canonical path (%d fixture records)", canon.CanonicalHits(), len(recs), bench)
+	for i, v := range vouches[bench:] {
+		if !v.Head || !v.Rest {
+			t.Fatalf("benchmark record %d not vouched for in full: %+v: %s", i, v, recs[bench+i])
+		}
+	}
 	if canon.CanonicalHits() < len(lines)-fixture {
 		t.Errorf("canonical path took %d records, want at least the %d benchmark ones", canon.CanonicalHits(), len(lines)-fixture)
 	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -29,7 +29,8 @@ type chunk struct {
 	ends  []int
 	side  []byte // user ids and user properties, see amplitudeEvent
 	evs   []amplitudeEvent
-	rlocs []Location // per record
+	rlocs []Location     // per record
+	vouch []record.Vouch // per record: what the transform checked (vouch.go)
 	recs  [][]byte
 	batch store.Batch
 	state []recState // per record
@@ -57,6 +58,7 @@ func (c *chunk) reset() {
 	c.exported = 0
 	c.data, c.lines, c.locs = c.data[:0], c.lines[:0], c.locs[:0]
 	c.buf, c.ends, c.side, c.evs, c.rlocs = c.buf[:0], c.ends[:0], c.side[:0], c.evs[:0], c.rlocs[:0]
+	c.vouch = c.vouch[:0]
 	clear(c.recs) // do not pin an old batch's bytes
 	c.recs = c.recs[:0]
 	clear(c.fails)
@@ -98,6 +100,7 @@ func (c *chunk) prepare() {
 		c.ends = append(c.ends, len(c.buf))
 		c.evs = append(c.evs, ev)
 		c.rlocs = append(c.rlocs, loc)
+		c.vouch = append(c.vouch, c.tr.vouch.done())
 	}
 	start := 0
 	for _, end := range c.ends {
@@ -105,7 +108,9 @@ func (c *chunk) prepare() {
 		start = end
 	}
 	c.batch.Source = store.SourceAmplitude
-	fails := c.dec.Decode(c.opt, c.recs, &c.batch)
+	opt := c.opt
+	opt.Vouched = c.vouch
+	fails := c.dec.Decode(opt, c.recs, &c.batch)
 	c.state = slices.Grow(c.state[:0], len(c.recs))[:len(c.recs)]
 	clear(c.state)
 	for _, f := range fails {

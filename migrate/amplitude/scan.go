@@ -36,6 +36,9 @@ const (
 
 	fEsc vflags = 8  // a string holding a backslash: its text needs unescaping
 	fWS  vflags = 16 // whitespace between tokens inside: a copy drops it
+	// For the record's vouch (vouch.go) and the quoting of mapped fields:
+	fCtl  vflags = 32 // a string holding a control byte outside escapes
+	fHigh vflags = 64 // a string holding a byte ≥ 0x80 outside escapes
 )
 
 func (f vflags) kind() vflags { return f & kindMask }
@@ -82,14 +85,19 @@ func (s *lineScanner) str(i int) (int, vflags) {
 	f := kString
 	b := s.b
 	j := i + 1
+	var high uint64 // the bytes passed, or-ed: their top bit says fHigh
 	for {
 		for j+8 <= len(b) {
-			m := specialBytes(binary.LittleEndian.Uint64(b[j:]))
+			w := binary.LittleEndian.Uint64(b[j:])
+			m := specialBytes(w)
 			if m == 0 {
+				high |= w
 				j += 8
 				continue
 			}
-			j += bits.TrailingZeros64(m) / 8
+			k := bits.TrailingZeros64(m) / 8
+			high |= w & (1<<(8*k) - 1)
+			j += k
 			break
 		}
 		if j >= len(b) {
@@ -97,24 +105,35 @@ func (s *lineScanner) str(i int) (int, vflags) {
 		}
 		switch c := b[j]; {
 		case c == '"':
+			if high&msb != 0 {
+				f |= fHigh
+			}
 			return j + 1, f
 		case c == '\\':
 			f |= fEsc
 			j += 2
+		case c < 0x20:
+			f |= fCtl
+			j++
 		default: // fewer than eight bytes left
+			high |= uint64(c)
 			j++
 		}
 	}
 }
 
+const (
+	lsb = 0x0101010101010101
+	msb = 0x8080808080808080
+)
+
 // specialBytes has the high bit set in the first byte of x (in memory
-// order) that is a quote or a backslash; later bits may be false alarms
-// (borrows), never the first.
+// order) that is a quote, a backslash or a control byte; later bits may
+// be false alarms (borrows), never the first.
 func specialBytes(x uint64) uint64 {
-	const lo, hi = 0x0101010101010101, 0x8080808080808080
-	q := x ^ (lo * '"')
-	bs := x ^ (lo * '\\')
-	return ((q-lo)&^q | (bs-lo)&^bs) & hi
+	q := x ^ (lsb * '"')
+	bs := x ^ (lsb * '\\')
+	return ((q-lsb)&^q | (bs-lsb)&^bs | (x-lsb*0x20)&^x) & msb
 }
 
 // value scans the value starting at b[i]. Members of an object go to

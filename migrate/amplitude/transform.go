@@ -76,6 +76,7 @@ type transformer struct {
 
 	// The fast path (transform_scan.go).
 	fields fieldTable      // slots plus the core names (initScan)
+	vouch  vouchState      // of the record written last (vouch.go)
 	sc     lineScanner     // its scanner
 	scan   scanned         // and what it found
 	sp     fastjson.Parser // parses the odd string the fast path must unescape
@@ -174,6 +175,7 @@ func (t *transformer) appendRecord(dst, side, line []byte, ev *amplitudeEvent) (
 	if dst, side, ok := t.appendRecordScan(dst, side, line, ev); ok {
 		return dst, side, nil
 	}
+	t.vouch = vouchState{} // the tree path vouches for nothing
 	return t.appendRecordTree(dst, side, line, ev)
 }
 

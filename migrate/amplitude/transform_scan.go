@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/tributary-dev/tributary/engine/mapping"
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -79,32 +80,56 @@ func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEven
 	for _, h := range t.reserved {
 		t.seen.add(h)
 	}
+	vs := &t.vouch
+	vs.reset()
+	h := &vs.v
 	dst = append(dst, '{')
 	if c.eventType.end > 0 {
 		dst = append(dst, `"event":`...)
+		n := len(dst)
 		dst = appendCompact(dst, line, c.eventType)
+		h.NameLen = uint16(len(dst) - n - 2)
+		h.Head = cleanString(dst[n:], c.eventType.f)
 		dst = append(dst, ',')
 	}
 	dst = append(dst, `"properties":{"time":`...)
+	n := len(dst)
 	dst = strconv.AppendInt(dst, ms, 10)
+	h.TimeMs, h.TimeLen = ms, uint8(len(dst)-n)
 	dst = append(dst, `,"distinct_id":`...)
+	n = len(dst)
+	did := user
 	switch {
 	case len(user) > 0:
 		dst = jsonw.String(dst, b2s(user))
 	case len(device) > 0:
 		t.key = append(append(t.key[:0], "$device:"...), device...)
 		dst = jsonw.String(dst, b2s(t.key))
+		did = t.key
 	default: // neither: Mixpanel's reference transform falls back to amplitude_id
 		t.key = t.appendIDScan(t.key[:0], line, c.amplitudeID)
 		dst = jsonw.String(dst, b2s(t.key))
+		did = t.key
 	}
-	dst = appendIDs(dst, t.insertIDScan(line, c, user), user, device)
+	h.DidLen = uint16(len(did))
+	h.Head = h.Head && len(did) <= record.MaxCleanString && len(dst)-n == len(did)+2
+	iid := t.insertIDScan(line, c, user)
+	h.IidLen = uint8(len(iid))
+	h.Head = h.Head && iid != nilUUID // hashed ids are valid but for this placeholder
+	n = len(dst)
+	dst = appendIDs(dst, iid, user, device)
+	vs.ids(len(dst)-n, len(iid), len(user), len(device))
 	for i, v := range c.top {
 		if v.end > 0 && t.seen.add(t.targets[i]) {
-			dst = t.appendUnescaped(append(dst, t.prefixes[i]...), line, v)
+			dst = append(dst, t.prefixes[i]...)
+			n := len(dst)
+			dst = t.appendUnescaped(dst, line, v)
+			vs.members++
+			vs.value(dst[n:], v)
 		}
 	}
 	dst = append(dst, `,"$source":"`+Source+`","$import":true`...)
+	vs.members += 2
 	dst = t.spreadScan(dst, line, c.eventProps)
 	dst = t.spreadScan(dst, line, c.userProps)
 	return append(dst, "}}"...), side, true
@@ -187,9 +212,13 @@ func (t *transformer) spreadScan(dst, line []byte, p props) []byte {
 			continue
 		}
 		dst = append(dst, ',')
+		n := len(dst)
 		dst = jsonw.String(dst, b2s(name))
+		t.vouch.text(len(name), len(dst)-n)
 		dst = append(dst, ':')
+		n = len(dst)
 		dst = appendCompact(dst, line, m.val)
+		t.vouch.value(dst[n:], m.val)
 	}
 	return dst
 }
@@ -244,7 +273,7 @@ func (t *transformer) text(line []byte, v val) []byte {
 // it once it has asked for the value's type: a string unescaped and
 // quoted again (by fastjson, so alike to the byte), anything else as is.
 func (t *transformer) appendUnescaped(dst, line []byte, v val) []byte {
-	if v.f.kind() == kString && (v.f&fEsc != 0 || hasControl(strText(line, v))) {
+	if v.f.kind() == kString && v.f&(fEsc|fCtl) != 0 {
 		pv := t.parseString(line, v)
 		pv.Type()
 		return pv.MarshalTo(dst)
@@ -254,14 +283,3 @@ func (t *transformer) appendUnescaped(dst, line []byte, v val) []byte {
 
 // strText is a string's bytes between its quotes.
 func strText(line []byte, v val) []byte { return line[v.start+1 : v.end-1] }
-
-// hasControl reports a control byte, which fastjson's quoting escapes. Only
-// mapped fields' strings need the check, so the scanner leaves it to them.
-func hasControl(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 {
-			return true
-		}
-	}
-	return false
-}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/integration/procstat"
 )
 
@@ -27,6 +28,12 @@ func checkPaths(t testing.TB, fast, tree *transformer, line []byte) bool {
 	if !bytes.Equal(d1, d2) || !bytes.Equal(s1, s2) || ev1 != ev2 || (e1 == nil) != (e2 == nil) || e1 != nil && *e1 != *e2 {
 		t.Fatalf("paths differ on %q (fast path took it: %v)\n fast: %s | %s | %+v | %v\n tree: %s | %s | %+v | %v",
 			line, took, d1, s1, ev1, e1, d2, s2, ev2, e2)
+	}
+	// What the fast path vouched for, a full read of the record confirms.
+	if v := fast.vouch.done(); e1 == nil {
+		if err := record.CheckVouch(d1[len(dst0):], v); err != nil {
+			t.Fatalf("vouch %+v for %q: %v\n record: %s", v, line, err, d1[len(dst0):])
+		}
 	}
 	return took
 }
