@@ -191,18 +191,18 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 	if hasUser && user != "" {
 		dst = append(dst, `,"$user_id":`...)
 		dst = append(dst, dst[idAt0:idEnd0]...)
-		m.vouchID(user, idEnd0-idAt0)
+		m.vouchMember(user, idEnd0-idAt0)
 	}
 	if hasDevice && device != "" {
 		dst = append(dst, `,"$device_id":`...)
 		if hasUser && user != "" {
 			n := len(dst)
 			dst = appendString(dst, device)
-			m.vouchID(device, len(dst)-n)
+			m.vouchMember(device, len(dst)-n)
 		} else {
 			dst = append(dst, '"')
 			dst = append(dst, dst[idAt0:idEnd0]...)
-			m.vouchID(device, idEnd0-idAt0+1)
+			m.vouchMember(device, idEnd0-idAt0+1)
 		}
 	}
 	if dst = m.appendProps(dst, i); m.badJSON {
@@ -338,7 +338,7 @@ func (m *Mapper) appendProps(dst []byte, i int) []byte {
 			dst = append(dst, ']')
 		default:
 			dst = v.appendValue(dst, i)
-			if m.clean && !writesClean[v.kind] {
+			if m.clean && !writesClean(v.kind) {
 				m.clean = record.CleanValue(dst[n:])
 			}
 		}

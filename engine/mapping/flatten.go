@@ -172,12 +172,12 @@ func (m *Mapper) keyBytes(dst, name []byte, plain bool) []byte {
 	if s := b2s(name); plain || isPlain(s) {
 		dst = append(dst, '"')
 		dst = append(dst, s...)
-		m.vouchName(s, len(s)+2)
+		m.vouchMember(s, len(s)+2)
 		return append(dst, '"', ':')
 	}
 	n := len(dst)
 	dst = appendNonPlain(dst, b2s(name))
-	m.vouchName(b2s(name), len(dst)-n)
+	m.vouchMember(b2s(name), len(dst)-n)
 	return append(dst, ':')
 }
 

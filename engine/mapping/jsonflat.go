@@ -312,13 +312,13 @@ func (m *Mapper) appendMember(dst, name []byte, plain bool, doc string, from, to
 	if !plain && !isPlain(b2s(name)) {
 		n := len(dst)
 		dst = appendNonPlain(dst, b2s(name))
-		m.vouchName(b2s(name), len(dst)-n)
+		m.vouchMember(b2s(name), len(dst)-n)
 		dst = append(dst, ':')
 	} else {
 		dst = append(dst, '"')
 		dst = appendWide(dst, name)
 		dst = append(dst, '"', ':')
-		m.vouchName(b2s(name), len(name)+2)
+		m.vouchMember(b2s(name), len(name)+2)
 	}
 	raw := doc[from:to]
 	if flags&(hasEscape|hasControl) == 0 {

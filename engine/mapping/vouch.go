@@ -2,21 +2,27 @@ package mapping
 
 import "github.com/tributary-dev/tributary/ingest/record"
 
-// The mapper vouches for each event's properties (record.Options.Vouched):
-// it counts the members it writes and notes any value the validator's
-// one-pass path would not take, so the validator need not scan the record
-// again (that scan was about a tenth of a sync's CPU). A string copied
+// The mapper vouches for each event it writes (record.Vouch): the head's
+// field lengths and time, and the properties' count, noting any value the
+// validator's one-pass path would not take, so the validator need not
+// scan the record again (that scan was about a tenth of a sync's CPU;
+// event1 and appendProps call these helpers as they write). A string copied
 // verbatim (the output is the input plus two quotes) has no quote,
 // backslash or control byte and is valid UTF-8; numbers and booleans are
 // written clean; anything else written (dates, decimals, nested values,
 // MAP and JSON columns) is checked with the validator's own rules.
 
-// writesClean marks the kinds whose appendValue output is always clean:
+// writesClean reports the kinds whose appendValue output is always clean:
 // numbers formatted by strconv or appendInt, literals, and dates and
 // timestamps quoted as short ASCII text. Decimals are not among them (a
 // negative scale can write 000), nor anything holding strings.
-var writesClean = [...]bool{kInt: true, kUint: true, kFloat: true, kBool: true,
-	kTimestamp: true, kDate32: true, kDate64: true, kDict: false}
+func writesClean(k vkind) bool {
+	switch k {
+	case kInt, kUint, kFloat, kBool, kTimestamp, kDate32, kDate64:
+		return true
+	}
+	return false
+}
 
 // planVouch decides once per schema whether records can be vouched for:
 // property names must be distinct and clean, and so must the run tags
@@ -60,14 +66,12 @@ func cleanText(s string, n int) bool { return cleanText2(len(s), n) }
 // cleanText2 is cleanText for a text of k bytes.
 func cleanText2(k, n int) bool { return k <= record.MaxCleanString && n == k+2 }
 
-// vouchID counts a $user_id or $device_id written as n bytes of JSON.
-func (m *Mapper) vouchID(id string, n int) {
+// vouchMember counts a member and notes whether text (a property name, or
+// the value of $user_id or $device_id) written as n bytes of JSON is clean.
+func (m *Mapper) vouchMember(text string, n int) {
 	m.members++
-	m.clean = m.clean && cleanText(id, n)
+	m.clean = m.clean && cleanText(text, n)
 }
-
-// vouchName counts a property named name whose JSON text took n bytes.
-func (m *Mapper) vouchName(name string, n int) { m.vouchID(name, n) }
 
 // vouchText notes whether s, written as n bytes of JSON, is clean.
 func (m *Mapper) vouchText(s string, n int) { m.clean = m.clean && cleanText(s, n) }

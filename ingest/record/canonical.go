@@ -70,6 +70,11 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 	members := 3 + opt.CommonProps
 	vouched := v != nil && v.Rest
 	if vouched {
+		// The shape around the vouched members still holds, so a wrong
+		// vouch cannot take bytes from outside the record.
+		if i > len(rec)-2 || rec[i] != ',' && i != len(rec)-2 {
+			return false
+		}
 		members += int(v.Members)
 		if simplified && !s.leadingIDs(i) {
 			return false

@@ -121,7 +121,7 @@ func (d *Decoder) Decode(opt Options, recs [][]byte, out *store.Batch) []Failure
 	var vouch *Vouch
 	for i, rec := range recs {
 		d.idx = i
-		if opt.Vouched != nil {
+		if i < len(opt.Vouched) {
 			vouch = &opt.Vouched[i]
 		}
 		if canon && d.canonical(&opt, rec, nowMs, out, vouch) {

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"math/rand/v2"
 	"reflect"
 	"strconv"
 	"testing"
@@ -204,5 +205,35 @@ func TestCheckVouchRefusesLies(t *testing.T) {
 	esc := []byte(canon("e", "1748736000000", "u1", iid36, `"a":"x\"y"`))
 	if v := vouchFor(esc); v.Rest || CheckVouch(esc, Vouch{Rest: true, Members: 1}) == nil {
 		t.Errorf("an escaped string was vouched for: %+v", v)
+	}
+}
+
+// A wrong vouch (an encoder's bug) may accept a wrong record, but the
+// decoder must never read outside the record or panic over it.
+func TestLyingVouchesDoNotPanic(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	opt := strictOpts()
+	opt.Canonical = true
+	for _, c := range canonCases {
+		rec := []byte(c.rec)
+		for range 300 {
+			v := vouchFor(rec)
+			v.Head, v.Rest = r.IntN(2) == 0, r.IntN(2) == 0
+			n := len(rec) + 4
+			v.NameLen, v.DidLen = uint16(r.IntN(n)), uint16(r.IntN(n))
+			v.IidLen, v.TimeLen = uint8(r.IntN(min(n, 256))), uint8(r.IntN(min(n, 256)))
+			v.Members = int16(r.IntN(300) - 10)
+			opt.Vouched = []Vouch{v}
+			var d Decoder
+			var b store.Batch
+			func() {
+				defer func() {
+					if p := recover(); p != nil {
+						t.Fatalf("vouch %+v on %q: panic %v", v, rec, p)
+					}
+				}()
+				d.Decode(opt, [][]byte{rec}, &b)
+			}()
+		}
 	}
 }
