@@ -363,10 +363,20 @@ func (s *Store) init(ctx context.Context, fresh bool) error {
 			return fmt.Errorf("create schema: %w", err)
 		}
 	}
+	// One transaction: one WAL sync instead of one per statement (~35 ms
+	// of a fresh store's Open, which `tributary sync` pays every time).
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("create schema: %w", err)
+	}
 	for _, stmt := range slices.Concat(schema, membersSchema, sharedSchema) {
-		if _, err := s.db.ExecContext(ctx, stmt); err != nil {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			_ = tx.Rollback()
 			return fmt.Errorf("create schema: %w", err)
 		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("create schema: %w", err)
 	}
 	var version sql.NullInt64
 	if err := s.db.QueryRowContext(ctx, `SELECT max(version) FROM schema_version`).Scan(&version); err != nil {
@@ -386,7 +396,6 @@ func (s *Store) init(ctx context.Context, fresh bool) error {
 			return fmt.Errorf("record schema version: %w", err)
 		}
 	}
-	var err error
 	if s.writer, err = s.db.Conn(ctx); err != nil {
 		return fmt.Errorf("writer connection: %w", err)
 	}
