@@ -149,7 +149,8 @@ func decodeBoth(t testing.TB, opt Options, recs [][]byte) {
 	}
 }
 
-func TestCanonicalMatchesDecode(t *testing.T) {
+// canonRecords is every record of canonCases and canonIDCases.
+func canonRecords() [][]byte {
 	var all [][]byte
 	for _, c := range canonCases {
 		all = append(all, []byte(c.rec))
@@ -157,6 +158,11 @@ func TestCanonicalMatchesDecode(t *testing.T) {
 	for _, c := range canonIDCases {
 		all = append(all, []byte(c.rec))
 	}
+	return all
+}
+
+func TestCanonicalMatchesDecode(t *testing.T) {
+	all := canonRecords()
 	for _, mode := range allModes {
 		opt := strictOpts()
 		opt.Mode = mode

@@ -109,13 +109,7 @@ func decodeVouched(t testing.TB, opt Options, recs [][]byte) {
 }
 
 func TestVouchedMatchesCanonical(t *testing.T) {
-	var all [][]byte
-	for _, c := range canonCases {
-		all = append(all, []byte(c.rec))
-	}
-	for _, c := range canonIDCases {
-		all = append(all, []byte(c.rec))
-	}
+	all := canonRecords()
 	heads, rests := 0, 0
 	for _, r := range all {
 		v := vouchFor(r)
