@@ -50,6 +50,9 @@ bench: build
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzSplitDecode -fuzztime 60s ./ingest/record/
+	$(GO) test -run '^$$' -fuzz FuzzCanonical -fuzztime 60s ./ingest/record/
+	$(GO) test -run '^$$' -fuzz FuzzFlattenJSON -fuzztime 60s ./engine/mapping/
+	$(GO) test -run '^$$' -fuzz FuzzScanMatchesTree -fuzztime 60s ./migrate/amplitude/
 
 vet:
 	$(GO) vet ./...

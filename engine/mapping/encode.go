@@ -124,6 +124,7 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 	t := len(dst)
 	dst = appendInt(dst, ms)
 	h.TimeMs, h.TimeLen = ms, uint8(len(dst)-t)
+	h.Head = h.Head && ms >= record.MinHeadTimeMs
 	dst = append(dst, `,"distinct_id":`...)
 	didAt := len(dst) // the opening quote
 	var user, device string

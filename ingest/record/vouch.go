@@ -35,12 +35,17 @@ type Vouch struct {
 	Members int16
 	// Head: the event name, distinct_id and $insert_id are clean strings
 	// of NameLen, DidLen and IidLen bytes, the insert id passes
-	// ValidInsertID, and time is TimeMs written as TimeLen bytes.
+	// ValidInsertID, and time is TimeMs written as TimeLen bytes, at least
+	// MinHeadTimeMs (smaller integers read as seconds).
 	Head            bool
 	TimeLen, IidLen uint8
 	NameLen, DidLen uint16
 	TimeMs          int64
 }
+
+// MinHeadTimeMs is the smallest time a vouched head may hold: below it the
+// one-pass path reads an integer time as seconds, not milliseconds.
+const MinHeadTimeMs = secondsBelow
 
 // MaxCleanString is the longest string, in bytes, the one-pass path takes.
 const MaxCleanString = maxRunes
@@ -98,6 +103,9 @@ func vouchedHead(rec []byte, v *Vouch) (h head, ok bool) {
 		beforeDid = `,"distinct_id":"`
 		beforeIid = `","$insert_id":"`
 	)
+	if v.TimeMs < MinHeadTimeMs {
+		return h, false
+	}
 	i := len(canonHead) + int(v.NameLen)
 	end := i + len(afterName) + int(v.TimeLen) + len(beforeDid) + int(v.DidLen) + len(beforeIid) + int(v.IidLen) + 1
 	if end > len(rec) || string(rec[i:i+len(afterName)]) != afterName {
@@ -143,7 +151,7 @@ func CheckVouch(rec []byte, v Vouch) error {
 			return errors.New("head vouched for, but not clean")
 		case len(h.name) != int(v.NameLen) || len(h.did) != int(v.DidLen) || len(h.iid) != int(v.IidLen):
 			return fmt.Errorf("head lengths %d/%d/%d, vouched %d/%d/%d", len(h.name), len(h.did), len(h.iid), v.NameLen, v.DidLen, v.IidLen)
-		case h.time != strconv.FormatInt(v.TimeMs, 10) || len(h.time) != int(v.TimeLen):
+		case h.time != strconv.FormatInt(v.TimeMs, 10) || len(h.time) != int(v.TimeLen) || h.ms != v.TimeMs:
 			return fmt.Errorf("time %s, vouched %d (%d bytes)", h.time, v.TimeMs, v.TimeLen)
 		case !ValidInsertID(h.iid):
 			return fmt.Errorf("insert id %q vouched for", h.iid)

@@ -27,7 +27,7 @@ func vouchFor(rec []byte) Vouch {
 	if !ok {
 		return v
 	}
-	if (!s.hi || utf8.ValidString(h.name+h.did+h.iid)) && ValidInsertID(h.iid) &&
+	if (!s.hi || utf8.ValidString(h.name+h.did+h.iid)) && ValidInsertID(h.iid) && h.ms >= MinHeadTimeMs &&
 		h.time == strconv.FormatInt(h.ms, 10) && len(h.name) <= maxRunes && len(h.did) <= maxRunes {
 		v.Head, v.TimeMs, v.TimeLen = true, h.ms, uint8(len(h.time))
 		v.NameLen, v.DidLen, v.IidLen = uint16(len(h.name)), uint16(len(h.did)), uint8(len(h.iid))
@@ -195,6 +195,16 @@ func TestCheckVouchRefusesLies(t *testing.T) {
 	frac := []byte(canon("e", "1748736000000.4", "u1", iid36, `"a":1,"b":"x"`))
 	if CheckVouch(frac, honest) == nil {
 		t.Error("a fractional time passed as the integer vouched for")
+	}
+	// 1748736000 reads as seconds: vouching it as milliseconds is a lie.
+	secs := []byte(canon("e", "1748736000", "u1", iid36, `"a":1,"b":"x"`))
+	v := vouchFor(secs)
+	if v.Head {
+		t.Errorf("a time in seconds was vouched for: %+v", v)
+	}
+	v.Head, v.TimeMs, v.TimeLen = true, 1748736000, 10
+	if CheckVouch(secs, v) == nil {
+		t.Error("a time in seconds passed as milliseconds")
 	}
 	esc := []byte(canon("e", "1748736000000", "u1", iid36, `"a":"x\"y"`))
 	if v := vouchFor(esc); v.Rest || CheckVouch(esc, Vouch{Rest: true, Members: 1}) == nil {

@@ -96,6 +96,7 @@ func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEven
 	n := len(dst)
 	dst = strconv.AppendInt(dst, ms, 10)
 	h.TimeMs, h.TimeLen = ms, uint8(len(dst)-n)
+	h.Head = h.Head && ms >= record.MinHeadTimeMs
 	dst = append(dst, `,"distinct_id":`...)
 	n = len(dst)
 	did := user
