@@ -165,7 +165,7 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 	hdrEnd := len(dst)
 	idEnd0 = hdrEnd
 	h.DidLen = uint16(didRaw)
-	h.Head = h.Head && cleanText2(didRaw, hdrEnd-didAt)
+	h.Head = h.Head && record.Verbatim(didRaw, hdrEnd-didAt)
 	const idKey = `,"$insert_id":"`
 	idAt := hdrEnd + len(idKey)
 	given := ""

@@ -53,18 +53,15 @@ func cleanKey(key []byte) bool {
 // vouchString notes whether out, the JSON text written for row i's string
 // in v, is that string copied verbatim and short enough.
 func (m *Mapper) vouchString(out []byte, v *venc, i int) {
-	m.clean = m.clean && cleanText2(int(v.offs[i+1]-v.offs[i]), len(out))
+	m.clean = m.clean && record.Verbatim(int(v.offs[i+1]-v.offs[i]), len(out))
 }
 
 // nilUUID is the one insert-id placeholder a derived id could spell.
 const nilUUID = "00000000-0000-0000-0000-000000000000"
 
 // cleanText reports whether s, written as n bytes of JSON, was copied
-// verbatim (escaping only lengthens) and is short enough.
-func cleanText(s string, n int) bool { return cleanText2(len(s), n) }
-
-// cleanText2 is cleanText for a text of k bytes.
-func cleanText2(k, n int) bool { return k <= record.MaxCleanString && n == k+2 }
+// verbatim and is short enough (record.Verbatim).
+func cleanText(s string, n int) bool { return record.Verbatim(len(s), n) }
 
 // vouchMember counts a member and notes whether text (a property name, or
 // the value of $user_id or $device_id) written as n bytes of JSON is clean.

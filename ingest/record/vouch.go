@@ -55,6 +55,13 @@ const MaxCleanString = maxRunes
 // most items of one object or array.
 const MaxCleanMembers = maxMembers
 
+// Verbatim reports whether a string of k bytes that an encoder wrote as n
+// bytes of JSON (quotes included) is one the one-pass path takes as it is.
+// Escaping only lengthens a string (a quote, backslash, control byte,
+// invalid UTF-8 byte, U+2028 or U+2029 all become longer escapes), so
+// n == k+2 means it was copied verbatim and holds none of them.
+func Verbatim(k, n int) bool { return k <= maxRunes && n == k+2 }
+
 // CleanNumber reports whether b is exactly one JSON number.
 func CleanNumber(b []byte) bool {
 	j, err := number(b, 0)

@@ -129,8 +129,8 @@ func TestVouchedMatchesCanonical(t *testing.T) {
 	}
 }
 
-// The encoders' checks: CleanNumber, CleanValue and CleanMembers take
-// what the one-pass path takes.
+// The encoders' checks: Verbatim, CleanNumber, CleanValue and
+// CleanMembers take what the one-pass path takes.
 func TestCleanValueAndMembers(t *testing.T) {
 	long := `"` + string(bytes.Repeat([]byte("x"), maxRunes+1)) + `"`
 	for _, c := range []struct {
@@ -144,6 +144,11 @@ func TestCleanValueAndMembers(t *testing.T) {
 	} {
 		if got := CleanValue([]byte(c.v)); got != c.want {
 			t.Errorf("CleanValue(%.40q) = %v, want %v", c.v, got, c.want)
+		}
+	}
+	for _, c := range [][3]int{{3, 5, 1}, {3, 6, 0}, {maxRunes, maxRunes + 2, 1}, {maxRunes + 1, maxRunes + 3, 0}} {
+		if Verbatim(c[0], c[1]) != (c[2] == 1) {
+			t.Errorf("Verbatim(%d, %d) = %v", c[0], c[1], c[2] != 1)
 		}
 	}
 	for n, want := range map[string]bool{"0": true, "-1.5e+3": true, "12": true, "01": false, "1.": false,

@@ -113,7 +113,7 @@ func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEven
 		did = t.key
 	}
 	h.DidLen = uint16(len(did))
-	h.Head = h.Head && len(did) <= record.MaxCleanString && len(dst)-n == len(did)+2
+	h.Head = h.Head && record.Verbatim(len(did), len(dst)-n)
 	iid := t.insertIDScan(line, c, user)
 	h.IidLen = uint8(len(iid))
 	h.Head = h.Head && iid != nilUUID // hashed ids are valid but for this placeholder

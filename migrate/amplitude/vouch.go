@@ -29,11 +29,11 @@ type vouchState struct {
 
 func (s *vouchState) reset() { *s = vouchState{clean: true} }
 
-// text notes a member whose value is written as n bytes of JSON from k
-// bytes of text (verbatim when n == k+2).
+// text notes a member whose name of k bytes was written as n bytes of
+// JSON (record.Verbatim).
 func (s *vouchState) text(k, n int) {
 	s.members++
-	s.clean = s.clean && k <= record.MaxCleanString && n == k+2
+	s.clean = s.clean && record.Verbatim(k, n)
 }
 
 // ids notes what appendIDs wrote (n bytes): the insert id, and the user
