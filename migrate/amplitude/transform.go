@@ -76,6 +76,7 @@ type transformer struct {
 
 	// The fast path (transform_scan.go).
 	fields fieldTable      // slots plus the core names (initScan)
+	shape  keyShape        // the top-level keys of the last line
 	vouch  vouchState      // of the record written last (vouch.go)
 	sc     lineScanner     // its scanner
 	scan   scanned         // and what it found

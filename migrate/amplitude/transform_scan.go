@@ -151,12 +151,19 @@ func (t *transformer) scanTop(line []byte, c *scanned) bool {
 		i, _ = s.skipWS(i + 1)
 		return i == len(line)
 	}
-	for {
-		kend, kf, j := s.key(i)
-		if j < 0 || kf&fEsc != 0 { // the tree path unescapes top-level names
-			return false
+	for k := 0; ; k++ {
+		kend, j, slot := t.shape.match(line, i, k)
+		if j < 0 {
+			var kf vflags
+			kend, kf, j = s.key(i)
+			if j < 0 || kf&fEsc != 0 { // the tree path unescapes top-level names
+				return false
+			}
+			slot = t.fields.lookup(line[i+1 : kend-1])
+			t.shape.learn(k, line[i:kend], slot)
+		} else {
+			j, _ = s.skipWS(j)
 		}
-		slot := t.fields.lookup(line[i+1 : kend-1])
 		from := len(s.members)
 		next, vf := s.value(j, 1, slot == sEventProps || slot == sUserProps)
 		if next < 0 {
@@ -284,3 +291,43 @@ func (t *transformer) appendUnescaped(dst, line []byte, v val) []byte {
 
 // strText is a string's bytes between its quotes.
 func strText(line []byte, v val) []byte { return line[v.start+1 : v.end-1] }
+
+// keyShape is the top-level keys of the last line the fast path read, by
+// position. The lines of one export repeat their keys in one order, so a
+// key is mostly found by comparing its bytes with last line's key at the
+// same position, instead of scanning it as a string and looking it up:
+// identical bytes are the same string token with the same slot. Only keys
+// without escapes are kept (others take the tree path anyway).
+type keyShape struct {
+	keys  [][]byte // `"name"`, quotes included
+	slots []int
+}
+
+// match reports the key at line[i] if it is the one learned for position
+// k and a colon follows it at once: the key's end, the index after the
+// colon and the key's slot; j < 0 when it is not.
+func (ks *keyShape) match(line []byte, i, k int) (end, j, slot int) {
+	if k >= len(ks.keys) {
+		return 0, -1, 0
+	}
+	key := ks.keys[k]
+	end = i + len(key)
+	if end >= len(line) || line[end] != ':' || string(line[i:end]) != string(key) {
+		return 0, -1, 0
+	}
+	return end, end + 1, ks.slots[k]
+}
+
+// learn keeps key as position k's.
+func (ks *keyShape) learn(k int, key []byte, slot int) {
+	if k > len(ks.keys) || k >= maxShapeKeys {
+		return
+	}
+	if k == len(ks.keys) {
+		ks.keys, ks.slots = append(ks.keys, nil), append(ks.slots, 0)
+	}
+	ks.keys[k], ks.slots[k] = append(ks.keys[k][:0], key...), slot
+}
+
+// maxShapeKeys bounds what a line with very many keys makes a chunk keep.
+const maxShapeKeys = 256

@@ -87,6 +87,39 @@ func TestScanMatchesTreeGenerated(t *testing.T) {
 	}
 }
 
+// The fast path recognises a top-level key by its bytes at the same
+// position in the line before (keyShape): lines that resemble each other
+// but differ in a key, in the whitespace around a colon, in an escape or
+// in the order of keys must still read exactly as the tree path reads them.
+func TestScanKeyShapeAcrossLines(t *testing.T) {
+	const head = `{"event_type":"e","event_time":"2024-03-01 10:00:00","user_id":"u"`
+	lines := []string{
+		head + `,"city":"Austin","event_properties":{"a":1}}`,
+		head + `,"city":"Austin","event_properties":{"a":1}}`,          // every key as before
+		head + `,"city2":"Austin","event_properties":{"a":1}}`,         // a longer key where one was
+		head + `,"cit":"Austin","event_properties":{"a":1}}`,           // a shorter one
+		head + `,"city" :"Austin","event_properties":{"a":1}}`,         // a space before the colon
+		head + `,"city": "Austin" , "event_properties" :{"a":1}}`,      // and around it
+		head + `,"city":"Austin","event_properties":{"a":1}}`,          // escaped: the tree path's
+		head + `,"event_properties":{"a":1},"city":"Austin"}`,          // another order
+		head + `,"city":"Austin","event_properties":{"a":1},"x":null}`, // one key more
+		head + `,"city":"Austin"}`,                                     // fewer
+		`{"event_time":"2024-03-01 10:00:00","event_type":"e","user_id":"u","city":"Austin"}`,
+		head + `,"city":"Austin","event_properties":{"a":1}}`,
+		head + `,"city":"Austin","event_properties":{"a":1}`, // cut short
+		head + `,"city":"Austin","event_properties":{"a":1}}`,
+	}
+	fast, tree := newTransformer(), newTransformer()
+	for range 2 {
+		for _, l := range lines {
+			checkPaths(t, fast, tree, []byte(l))
+		}
+	}
+	if len(fast.shape.keys) == 0 {
+		t.Fatal("the fast path learned no key positions")
+	}
+}
+
 // Arbitrary bytes: both paths agree. The seeds are the generator's lines.
 func FuzzScanMatchesTree(f *testing.F) {
 	r := rand.New(rand.NewPCG(1, 2))
