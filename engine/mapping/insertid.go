@@ -48,6 +48,16 @@ func NormalizeInsertID(s string) string {
 	return string(id[:])
 }
 
+// AppendNormalizedInsertID appends NormalizeInsertID(s) to dst, for
+// callers that derive an id per event and must not allocate one.
+func AppendNormalizedInsertID(dst []byte, s string) []byte {
+	if record.ValidInsertID(s) {
+		return append(dst, s...)
+	}
+	id := uuidText(xxh3.HashString128(s))
+	return append(dst, id[:]...)
+}
+
 // derivedID is the $insert_id of a row without an insert-id column value:
 // a hash of the event name, the distinct id and the time (all in header)
 // and the row's identity, spec §2.5: its primary key, or when it has none

@@ -94,6 +94,11 @@ func TestNormalizeInsertID(t *testing.T) {
 	if NormalizeInsertID("{abc}") == NormalizeInsertID("[abc]") {
 		t.Fatal("different ids normalised to one")
 	}
+	for _, id := range []string{sha1, "undefined", "abc-123", "{abc}", "", "[amp] e\x1fu"} {
+		if got := AppendNormalizedInsertID([]byte("p:"), id); string(got) != "p:"+NormalizeInsertID(id) {
+			t.Errorf("AppendNormalizedInsertID(%q) = %q, NormalizeInsertID %q", id, got, NormalizeInsertID(id))
+		}
+	}
 }
 
 func TestAppendIntMatchesStrconv(t *testing.T) {

@@ -73,6 +73,7 @@ type Graph struct {
 	f       forest
 	alias   map[int32]int32 // Original: alias → the distinct_id it was created for
 	changes int
+	key     []byte // scratch for a lookup (link)
 }
 
 // New returns an empty Graph. It panics on a Mode other than Original or

@@ -34,15 +34,17 @@ func (g *Graph) link(user, device string) (bool, error) {
 	if user == "" || device == "" || strings.HasPrefix(user, DevicePrefix) {
 		return false, fmt.Errorf("link $user_id %q with $device_id %q: %w", user, device, ErrInvalidID)
 	}
-	dev := DevicePrefix + device
-	if id, ok := g.f.lookup(dev); ok {
+	// Most events come from a device already linked: look it up without
+	// making its name a string.
+	g.key = append(append(g.key[:0], DevicePrefix...), device...)
+	if id, ok := g.f.ids[string(g.key)]; ok {
 		owner := g.f.names[g.f.canon[g.f.find(id)]]
 		if owner == user {
 			return false, nil
 		}
 		return false, &linkedError{user, device, owner}
 	}
-	iu, id := g.f.add(user), g.f.add(dev)
+	iu, id := g.f.add(user), g.f.add(string(g.key))
 	// Hang the device directly under the user's root: Resolve then takes
 	// one step, and the user stays canonical whatever the sizes.
 	r := g.f.find(iu)

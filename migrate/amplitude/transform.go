@@ -73,6 +73,7 @@ type transformer struct {
 	targets  [len(renamed) + len(passedThrough)]uint64
 	prefixes [len(renamed) + len(passedThrough)][]byte // ,"name":
 	key, dev []byte
+	iid      []byte // the last record's $insert_id
 
 	// The fast path (transform_scan.go).
 	fields fieldTable      // slots plus the core names (initScan)
@@ -331,7 +332,8 @@ func (t *transformer) insertID(c *core, user []byte) string {
 	k = appendID(append(k, 0x1f), c.amplitudeID)
 	k = appendID(append(k, 0x1f), c.uuid)
 	t.key = k
-	return mapping.NormalizeInsertID(b2s(k))
+	t.iid = mapping.AppendNormalizedInsertID(t.iid[:0], b2s(k))
+	return b2s(t.iid) // valid until the next record
 }
 
 // appendID appends an id as text: a string's bytes, a number's digits;

@@ -240,7 +240,8 @@ func (t *transformer) insertIDScan(line []byte, c *scanned, user []byte) string 
 	k = t.appendIDScan(append(k, 0x1f), line, c.amplitudeID)
 	k = t.appendIDScan(append(k, 0x1f), line, c.uuid)
 	t.key = k
-	return mapping.NormalizeInsertID(b2s(k))
+	t.iid = mapping.AppendNormalizedInsertID(t.iid[:0], b2s(k))
+	return b2s(t.iid) // valid until the next record
 }
 
 // appendIDScan is appendID: a string's text, a number's bytes, else
