@@ -197,7 +197,36 @@ func (c *Client) spill(ctx context.Context, resp *http.Response) (*Archive, erro
 // halves, down to single hours; a single hour that still fails ends the walk.
 // The archive is closed when fn returns.
 func (c *Client) Walk(ctx context.Context, start, end time.Time, fn func(start, end time.Time, a *Archive) error) error {
-	a, err := c.Export(ctx, start, end)
+	return c.walk(ctx, start, end, nil, fn)
+}
+
+// export is one Export's outcome, for a range fetched ahead of its turn.
+type export struct {
+	a   *Archive
+	err error
+}
+
+// prefetch starts exporting [start, end] in the background. The result
+// arrives on the channel; whoever takes it closes the archive.
+func (c *Client) prefetch(ctx context.Context, start, end time.Time) <-chan export {
+	ch := make(chan export, 1)
+	go func() {
+		a, err := c.Export(ctx, start, end)
+		ch <- export{a, err}
+	}()
+	return ch
+}
+
+// walk is Walk; first, when not nil, is the outcome of exporting [start,
+// end] already (prefetch), used instead of asking again.
+func (c *Client) walk(ctx context.Context, start, end time.Time, first *export, fn func(start, end time.Time, a *Archive) error) error {
+	var a *Archive
+	var err error
+	if first != nil {
+		a, err = first.a, first.err
+	} else {
+		a, err = c.Export(ctx, start, end)
+	}
 	switch {
 	case err == nil:
 		defer a.Close()

@@ -8,11 +8,13 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/migrate/amplitude/amptest"
 )
 
 // checkStored asserts the project holds exactly one copy of every valid
@@ -118,6 +120,61 @@ func TestMigrationRunTwice(t *testing.T) {
 	}
 }
 
+// awaitRequest holds the first write until the fake Export API has been
+// asked for a range, then lets every write through.
+type awaitRequest struct {
+	store.Store
+	srv        *amptest.Server
+	start, end string
+	once       sync.Once
+	seen       atomic.Bool
+}
+
+func (s *awaitRequest) Write(ctx context.Context, b []store.Batch) (store.WriteResult, error) {
+	s.once.Do(func() {
+		for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+			for _, r := range s.srv.Requests() {
+				if r.Start == s.start && r.End == s.end {
+					s.seen.Store(true)
+					return
+				}
+			}
+		}
+	})
+	return s.Store.Write(ctx, b)
+}
+
+// The next day downloads while a day loads, and is then loaded from that
+// download: the job asks for each day once.
+func TestMigrationFetchesAhead(t *testing.T) {
+	e := newEnv(t, nil)
+	w := &awaitRequest{srv: e.srv, start: "20240302T00", end: "20240302T23"}
+	e.wrap = func(st store.Store) store.Store { w.Store = st; return w }
+	e.restart()
+	st := e.run(request())
+	if st.State != Succeeded || st.EventsImported != int64(e.fx.valid) || st.ProfilesUpdated != fixtureUsers {
+		t.Fatalf("job: %+v", st)
+	}
+	if !w.seen.Load() {
+		t.Fatal("day two was not asked for while day one was loading")
+	}
+	e.checkStored()
+	days := map[string]int{}
+	for _, r := range e.srv.Requests() {
+		if strings.HasSuffix(r.Start, "T00") && strings.HasSuffix(r.End, "T23") {
+			days[r.Start]++
+		}
+	}
+	for _, d := range []string{"20240301T00", "20240302T00", "20240303T00", "20240304T00"} {
+		if days[d] != 1 {
+			t.Fatalf("day %s asked for %d times; requests per day: %v", d, days[d], days)
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(e.dir, "amplitude-export-*")); len(left) > 0 {
+		t.Fatalf("downloads left behind: %v", left)
+	}
+}
+
 // stopAfter lets n writes through, then blocks the next one until its
 // context ends, after asking the service to shut down: a restart in the
 // middle of a range, at a known point.
@@ -170,7 +227,13 @@ func TestMigrationResumesAfterRestart(t *testing.T) {
 	}
 
 	e.wrap = nil
-	e.restart() // Resume picks the job up by itself
+	e.close()
+	// The range fetched ahead when the job stopped was discarded with
+	// its download.
+	if left, _ := filepath.Glob(filepath.Join(e.dir, "amplitude-export-*")); len(left) > 0 {
+		t.Fatalf("downloads left behind: %v", left)
+	}
+	e.open() // Resume picks the job up by itself
 	st := e.wait(id)
 	if st.State != Succeeded || st.HoursDone != 96 || st.EventsExported != int64(len(e.fx.events)) ||
 		st.EventsImported != int64(e.fx.valid) || st.EventsFailed != int64(e.fx.invalid) || st.EventsDuplicate == 0 ||

@@ -62,12 +62,26 @@ func (s *Service) execute(ctx context.Context, jr *jobRun) error {
 		}
 		client := s.client(baseURL, creds)
 		chunk := time.Duration(s.cfg.ChunkHours) * time.Hour
-		for cur, end := snap.cursor(), snap.End; !cur.After(end); cur = jr.cursor() {
+		span := func(cur time.Time) time.Time {
 			to := cur.Truncate(chunk).Add(chunk - time.Hour) // UTC-day aligned when chunk divides a day
-			if to.After(end) {
-				to = end
+			if to.After(snap.End) {
+				to = snap.End
 			}
-			err := client.Walk(ctx, cur, to, func(a, b time.Time, ar *Archive) error {
+			return to
+		}
+		// The next range downloads while this one loads: a migration is
+		// then as slow as the slower of Amplitude and the store, not both
+		// added up. Only one range is fetched ahead (its archive waits on
+		// disk, not in memory).
+		ahead := prefetcher{client: client}
+		defer ahead.stop()
+		for cur, end := snap.cursor(), snap.End; !cur.After(end); cur = jr.cursor() {
+			to := span(cur)
+			first := ahead.take(cur, to)
+			if next := to.Add(time.Hour); !next.After(end) {
+				ahead.start(ctx, next, span(next))
+			}
+			err := client.walk(ctx, cur, to, first, func(a, b time.Time, ar *Archive) error {
 				return s.loadRange(ctx, jr, l, ar, hoursIn(a, b))
 			})
 			if err != nil {
@@ -198,4 +212,43 @@ func (s *Service) loadProfiles(ctx context.Context, jr *jobRun, dir string, runs
 	jr.live = Counts{}
 	jr.mu.Unlock()
 	return nil
+}
+
+// prefetcher holds at most one range exported ahead of its turn.
+type prefetcher struct {
+	client   *Client
+	from, to time.Time
+	ch       <-chan export
+	cancel   context.CancelFunc
+}
+
+func (p *prefetcher) start(ctx context.Context, start, end time.Time) {
+	p.stop()
+	ctx, p.cancel = context.WithCancel(ctx)
+	p.from, p.to, p.ch = start, end, p.client.prefetch(ctx, start, end)
+}
+
+// take returns the export of [start, end] if that is the range fetched
+// ahead (waiting for it), else nil after discarding what was fetched.
+func (p *prefetcher) take(start, end time.Time) *export {
+	if p.ch == nil || !p.from.Equal(start) || !p.to.Equal(end) {
+		p.stop()
+		return nil
+	}
+	r := <-p.ch
+	p.ch = nil
+	p.cancel()
+	return &r
+}
+
+// stop abandons the range fetched ahead, if any, and removes its archive.
+func (p *prefetcher) stop() {
+	if p.ch == nil {
+		return
+	}
+	p.cancel()
+	if r := <-p.ch; r.a != nil {
+		r.a.Close()
+	}
+	p.ch = nil
 }
