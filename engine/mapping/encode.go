@@ -213,7 +213,7 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 		id := m.derivedID(dst[recStart:hdrEnd], dst[idEnd+1:], i)
 		copy(dst[idAt:idEnd], id[:])
 	}
-	if h.IidLen == 36 && string(dst[idAt:idEnd]) == nilUUID {
+	if h.IidLen == 36 && string(dst[idAt:idEnd]) == record.NilUUID {
 		h.Head = false // a placeholder: ValidInsertID refuses it (a hash gives it once in 2^128)
 	}
 	dst = append(dst, m.tags...)

@@ -56,9 +56,6 @@ func (m *Mapper) vouchString(out []byte, v *venc, i int) {
 	m.clean = m.clean && record.Verbatim(int(v.offs[i+1]-v.offs[i]), len(out))
 }
 
-// nilUUID is the one insert-id placeholder a derived id could spell.
-const nilUUID = "00000000-0000-0000-0000-000000000000"
-
 // cleanText reports whether s, written as n bytes of JSON, was copied
 // verbatim and is short enough (record.Verbatim).
 func cleanText(s string, n int) bool { return record.Verbatim(len(s), n) }

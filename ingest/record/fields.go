@@ -20,10 +20,14 @@ const (
 	msgInsertID = "'properties.$insert_id' is invalid: must be 1 to 36 characters of A-Z, a-z, 0-9 or '-', and not a placeholder value"
 )
 
+// NilUUID is the one placeholder of UUID shape: an encoder that derives
+// 36-byte hashed insert ids (and vouches for them) must still refuse it.
+const NilUUID = "00000000-0000-0000-0000-000000000000"
+
 // placeholders are the values refused as distinct_id or $insert_id: SDK bugs
 // send them for every user, and accepting them would merge all those users.
 var placeholders = [...]string{
-	"00000000-0000-0000-0000-000000000000", "anon", "anonymous", "nil", "none",
+	NilUUID, "anon", "anonymous", "nil", "none",
 	"null", "n/a", "na", "undefined", "unknown", "<nil>", "0", "-1", "true",
 	"false", "[]", "{}",
 }

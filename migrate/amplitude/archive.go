@@ -138,10 +138,7 @@ func readEntry(zf *zip.File, br *bufio.Reader, long *[]byte, fn LineFunc) error 
 	loc := Location{File: zf.Name}
 	for {
 		line, err := readLine(lr, long)
-		var eof, tooLong bool
-		if err != nil { // checked first: errors.Is is not free, and this runs per line
-			eof, tooLong = errors.Is(err, io.EOF), errors.Is(err, errLineTooLong)
-		}
+		eof, tooLong := errors.Is(err, io.EOF), errors.Is(err, errLineTooLong)
 		if err != nil && !eof && !tooLong {
 			return fmt.Errorf("%w: %s line %d: %v", ErrCorrupt, zf.Name, loc.Line+1, err)
 		}

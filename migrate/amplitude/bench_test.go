@@ -79,8 +79,8 @@ func benchMigration(b *testing.B, users int, open bool) {
 		line = bytes.Replace(line, fmt.Appendf(nil, `"user_id":"user-%d"`, i%5000), fmt.Appendf(nil, `"user_id":"user-%d"`, i%users), 1)
 		srv.AddLine(at, line)
 	}
-	// One project per run (b.N is 1 or a few in practice; more runs reuse
-	// projects, and a fresh store has none of their events anyway).
+	// One project per run: into an open store the same events twice would
+	// be duplicates (a fresh store may reuse projects: runs wrap around).
 	const projects = 32
 	cfg := &config.Config{Region: config.RegionUS}
 	for p := range projects {

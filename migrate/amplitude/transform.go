@@ -331,9 +331,15 @@ func (t *transformer) insertID(c *core, user []byte) string {
 	k = appendText(append(k, 0x1f), c.eventTime)
 	k = appendID(append(k, 0x1f), c.amplitudeID)
 	k = appendID(append(k, 0x1f), c.uuid)
+	return t.hashID(k)
+}
+
+// hashID keeps k, the insert id's input, as t.key and returns its
+// normalised form, valid until the next record.
+func (t *transformer) hashID(k []byte) string {
 	t.key = k
 	t.iid = mapping.AppendNormalizedInsertID(t.iid[:0], b2s(k))
-	return b2s(t.iid) // valid until the next record
+	return b2s(t.iid)
 }
 
 // appendID appends an id as text: a string's bytes, a number's digits;

@@ -3,7 +3,6 @@ package amplitude
 import (
 	"strconv"
 
-	"github.com/tributary-dev/tributary/engine/mapping"
 	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
@@ -116,7 +115,7 @@ func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEven
 	h.Head = h.Head && record.Verbatim(len(did), len(dst)-n)
 	iid := t.insertIDScan(line, c, user)
 	h.IidLen = uint8(len(iid))
-	h.Head = h.Head && iid != nilUUID // hashed ids are valid but for this placeholder
+	h.Head = h.Head && iid != record.NilUUID // hashed ids are valid but for this placeholder
 	n = len(dst)
 	dst = appendIDs(dst, iid, user, device)
 	vs.ids(len(dst)-n, len(iid), len(user), len(device))
@@ -239,9 +238,7 @@ func (t *transformer) insertIDScan(line []byte, c *scanned, user []byte) string 
 	k = t.appendTextScan(append(k, 0x1f), line, c.eventTime)
 	k = t.appendIDScan(append(k, 0x1f), line, c.amplitudeID)
 	k = t.appendIDScan(append(k, 0x1f), line, c.uuid)
-	t.key = k
-	t.iid = mapping.AppendNormalizedInsertID(t.iid[:0], b2s(k))
-	return b2s(t.iid) // valid until the next record
+	return t.hashID(k)
 }
 
 // appendIDScan is appendID: a string's text, a number's bytes, else

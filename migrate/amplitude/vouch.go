@@ -17,9 +17,6 @@ import (
 // record.CleanValue; literals are clean. A string the transform unescapes
 // and quotes again is not vouched for.
 
-// nilUUID is the one insert-id placeholder a hashed id could spell.
-const nilUUID = "00000000-0000-0000-0000-000000000000"
-
 // vouchState is the vouch of the record being written.
 type vouchState struct {
 	v       record.Vouch
