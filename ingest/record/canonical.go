@@ -140,13 +140,22 @@ func (d *Decoder) canonical(opt *Options, rec []byte, nowMs int64, out *store.Ba
 		out.Changes = append(out.Changes, store.Change{Event: len(out.Events), Ref: d.idx,
 			Change: identity.Change{Kind: identity.KindLink, A: user, B: device}})
 	}
-	p := len(d.arena)
-	d.arena = append(d.arena, '{')
-	if rec[rest] == ',' {
-		d.arena = append(d.arena, rec[rest+1:len(rec)-2]...)
+	var props []byte
+	if opt.Lend && rec[rest] == ',' {
+		// {"event":…,"properties":{…,"$insert_id":"…",REST}} → the
+		// properties are {REST}: the comma becomes '{' and the first
+		// closing brace ends them.
+		rec[rest] = '{'
+		props = rec[rest : len(rec)-1 : len(rec)-1]
+	} else {
+		p := len(d.arena)
+		d.arena = append(d.arena, '{')
+		if rec[rest] == ',' {
+			d.arena = append(d.arena, rec[rest+1:len(rec)-2]...)
+		}
+		d.arena = append(d.arena, '}')
+		props = d.arena[p:len(d.arena):len(d.arena)]
 	}
-	d.arena = append(d.arena, '}')
-	props := d.arena[p:len(d.arena):len(d.arena)]
 	name = d.intern(name)
 	iid = d.keep(iid)
 	out.Events = append(out.Events, store.Event{Name: name, DistinctID: did, TimeMs: h.ms, InsertID: iid,

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 	"strings"
@@ -146,6 +147,35 @@ func decodeBoth(t testing.TB, opt Options, recs [][]byte) {
 	}
 	if !reflect.DeepEqual(b1, b2) {
 		t.Fatalf("batches differ (merges or profiles)")
+	}
+	// Lent records: the same batch, and each record changed at most at
+	// one byte, a comma become '{'.
+	lent := make([][]byte, len(recs))
+	for i, r := range recs {
+		lent[i] = bytes.Clone(r)
+	}
+	var d3 Decoder
+	var b3 store.Batch
+	opt.Lend = true
+	if f3 := d3.Decode(opt, lent, &b3); !reflect.DeepEqual(f1, f3) {
+		t.Fatalf("failures differ:\n general %+v\n lent    %+v", f1, f3)
+	}
+	if !reflect.DeepEqual(b1, b3) {
+		t.Fatalf("batches differ:\n general %+v\n lent    %+v", b1, b3)
+	}
+	for i, r := range recs {
+		diff := 0
+		for j := range r {
+			if r[j] != lent[i][j] {
+				diff++
+				if r[j] != ',' || lent[i][j] != '{' {
+					t.Fatalf("record %d: byte %d %q became %q", i, j, r[j], lent[i][j])
+				}
+			}
+		}
+		if diff > 1 {
+			t.Fatalf("record %d: %d bytes changed", i, diff)
+		}
 	}
 }
 

@@ -28,7 +28,7 @@ func benchLine(i int, at time.Time) []byte {
 
 // Transform and /import validation alone, per event.
 func BenchmarkTransformValidate(b *testing.B) {
-	l := newLoader(1, "tok", nil, func() time.Time { return testNow }, 5000)
+	l := newLoader(newChunkPool(time.Minute), 1, "tok", nil, func() time.Time { return testNow }, 5000)
 	lines := make([][]byte, 1000)
 	for i := range lines {
 		lines[i] = benchLine(i, hour(1, 0).Add(time.Duration(i)*time.Second))
@@ -49,13 +49,14 @@ func BenchmarkTransformValidate(b *testing.B) {
 // archives built before the timer starts) and the real embedded store,
 // profiles of `users` users included. Reports events/s.
 //
-// store=fresh opens a new store for every run, as `tributary migrate`
-// does in a new process: every buffer of the store and of DuckDB is
-// touched for the first time. store=open migrates into a store that is
-// already open, as POST /amplitude meets a running server's, each run
-// into a project of its own (the same events into one project would be
-// duplicates); the loader's backlog is drained between runs, untimed, as
-// store=fresh drains it when it closes the store.
+// store=fresh opens a new store and migration service for every run, as
+// `tributary migrate` does in a new process: every buffer of the store,
+// of DuckDB and of the service is made anew (the Go heap's pages may
+// still be the process's). store=open migrates into a store and a
+// service that are already running, as POST /amplitude meets a server's,
+// each run a job into a project of its own (the same events into one
+// project would be duplicates); the loader's backlog is drained between
+// runs, untimed, as store=fresh drains it when it closes the store.
 func BenchmarkMigration(b *testing.B) {
 	for _, open := range []bool{false, true} {
 		for _, users := range []int{100, 5000} {
@@ -95,10 +96,23 @@ func benchMigration(b *testing.B, users int, open bool) {
 		}
 		return st
 	}
+	newService := func(st *duckstore.Store, dir string) *Service {
+		jobs, _ := NewFileJobStore(filepath.Join(dir, "migrations"))
+		svc, err := New(Config{Store: st, Jobs: jobs, Projects: auth.New(cfg, time.Now), Now: func() time.Time { return testNow },
+			Logger: slog.New(slog.DiscardHandler), BaseURL: srv.URL, TempDir: dir, EstimateSamples: 1})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return svc
+	}
 	var shared *duckstore.Store
+	var sharedSvc *Service
 	if open {
-		shared = openStore(b.TempDir())
+		dir := b.TempDir()
+		shared = openStore(dir)
 		defer shared.Close()
+		sharedSvc = newService(shared, dir)
+		defer sharedSvc.Close()
 	}
 	var elapsed time.Duration
 	var cpu time.Duration
@@ -113,16 +127,11 @@ func benchMigration(b *testing.B, users int, open bool) {
 		if open && run+1 >= projects {
 			b.Fatalf("more than %d runs: raise projects", projects-1)
 		}
-		dir := b.TempDir()
-		st := shared
+		st, svc := shared, sharedSvc
 		if !open {
+			dir := b.TempDir()
 			st = openStore(dir)
-		}
-		jobs, _ := NewFileJobStore(filepath.Join(dir, "migrations"))
-		svc, err := New(Config{Store: st, Jobs: jobs, Projects: auth.New(cfg, time.Now), Now: func() time.Time { return testNow },
-			Logger: slog.New(slog.DiscardHandler), BaseURL: srv.URL, TempDir: dir, EstimateSamples: 1})
-		if err != nil {
-			b.Fatal(err)
+			svc = newService(st, dir)
 		}
 		token := fmt.Sprintf("tok-%d", (run+1)%projects+1)
 		b.StartTimer()
@@ -139,12 +148,12 @@ func benchMigration(b *testing.B, users int, open bool) {
 			cpu += procstat.SelfCPU() - cpu0
 		}
 		b.StopTimer()
-		svc.Close()
 		if open {
 			if err := st.Sync(ctx); err != nil {
 				b.Fatal(err)
 			}
 		} else {
+			svc.Close()
 			st.Close()
 		}
 		b.StartTimer()

@@ -49,7 +49,7 @@ func TestTransformCanonicalMatchesGeneral(t *testing.T) {
 			vouches = append(vouches, tr.vouch.done())
 		}
 	}
-	l := newLoader(1, "tok", nil, func() time.Time { return testNow }, 5000)
+	l := newLoader(newChunkPool(time.Minute), 1, "tok", nil, func() time.Time { return testNow }, 5000)
 	opt := l.options()
 	if !opt.Canonical || !opt.UniqueNames {
 		t.Fatal("the migration does not use the canonical path with its names vouched for")

@@ -37,7 +37,20 @@ type chunk struct {
 	fails []Failure  // lines refused by the transform or the decoder, in that order
 }
 
-func newChunk() *chunk { return &chunk{tr: newTransformer()} }
+// chunkSizes are the capacities of a chunk's byte buffers.
+type chunkSizes struct{ data, buf, side int }
+
+func (a chunkSizes) max(b chunkSizes) chunkSizes {
+	return chunkSizes{max(a.data, b.data), max(a.buf, b.buf), max(a.side, b.side)}
+}
+
+func (c *chunk) sizes() chunkSizes { return chunkSizes{cap(c.data), cap(c.buf), cap(c.side)} }
+
+// newChunk makes a chunk whose buffers start at the sizes of h.
+func newChunk(h chunkSizes) *chunk {
+	return &chunk{tr: newTransformer(),
+		data: make([]byte, 0, h.data), buf: make([]byte, 0, h.buf), side: make([]byte, 0, h.side)}
+}
 
 // add copies one exported line (nil: over MaxLineBytes).
 func (c *chunk) add(loc Location, b []byte) {
@@ -110,6 +123,9 @@ func (c *chunk) prepare() {
 	c.batch.Source = store.SourceAmplitude
 	opt := c.opt
 	opt.Vouched = c.vouch
+	// The records stay in c.buf until the batch is written and are not
+	// read again: the events' properties can be their bytes.
+	opt.Lend = true
 	fails := c.dec.Decode(opt, c.recs, &c.batch)
 	c.state = slices.Grow(c.state[:0], len(c.recs))[:len(c.recs)]
 	clear(c.state)

@@ -114,7 +114,7 @@ func (s *Service) DryRun(ctx context.Context, req Request, progress func(DryRunR
 		DryRun: true, ProjectID: t.project.ID, Region: t.region, HoursTotal: hoursIn(t.start, t.end),
 		StartDate: t.start.Format(statusLayout), EndDate: t.end.Format(statusLayout),
 	}
-	l := newLoader(t.project.ID, t.project.Token, nil, s.cfg.Now, s.cfg.BatchSize)
+	l := newLoader(s.chunks, t.project.ID, t.project.Token, nil, s.cfg.Now, s.cfg.BatchSize)
 	l.maxEvents = s.cfg.MaxEvents
 	var c Counts
 	err = s.client(t.baseURL, t.creds).Walk(ctx, t.start, t.end, func(a, b time.Time, ar *Archive) error {

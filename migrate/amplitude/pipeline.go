@@ -41,8 +41,8 @@ type loader struct {
 	// most maxWorkers.
 	workers int
 
-	pool []*chunk // idle chunks, kept between ranges
-	cur  *chunk   // line and flush: the batch being filled
+	chunks *chunkPool // the service's, shared with its other loaders
+	cur    *chunk     // line and flush: the batch being filled
 
 	prof  *profileSpill // nil in a dry run
 	pst   *profileState
@@ -77,8 +77,9 @@ const (
 	recRejected          // refused by the store: its event is in the batch
 )
 
-func newLoader(projectID int64, token string, st store.Store, now func() time.Time, batchSize int) *loader {
+func newLoader(chunks *chunkPool, projectID int64, token string, st store.Store, now func() time.Time, batchSize int) *loader {
 	return &loader{
+		chunks:  chunks,
 		project: projectID, token: token, store: st, now: now, batchSize: batchSize,
 		seed: maphash.MakeSeed(),
 	}
@@ -105,20 +106,6 @@ func (l *loader) options() record.Options {
 		Canonical: true, UniqueNames: true}
 }
 
-func (l *loader) getChunk() *chunk {
-	if n := len(l.pool); n > 0 {
-		c := l.pool[n-1]
-		l.pool = l.pool[:n-1]
-		return c
-	}
-	return newChunk()
-}
-
-func (l *loader) putChunk(c *chunk) {
-	c.reset()
-	l.pool = append(l.pool, c)
-}
-
 // load takes every line lines yields and writes them; on return the
 // batches are durable (or counted, in a dry run). A failing read still
 // writes the batches read before it, as a serial run would.
@@ -136,7 +123,7 @@ func (l *loader) load(ctx context.Context, lines func(LineFunc) error) error {
 	n := workers + 2 + queuedWrites
 	free := make(chan *chunk, n)
 	for range n {
-		free <- l.getChunk()
+		free <- l.chunks.get()
 	}
 	// Each channel holds every chunk, so no send below ever blocks.
 	todo, done := make(chan *chunk, n), make(chan *chunk, n)
@@ -178,7 +165,7 @@ func (l *loader) load(ctx context.Context, lines func(LineFunc) error) error {
 	// done is closed: the workers and the reader have finished, and every
 	// chunk is back in free.
 	for range n {
-		l.pool = append(l.pool, <-free)
+		l.chunks.put(<-free)
 	}
 	if err != nil {
 		return err
@@ -240,7 +227,7 @@ func (l *loader) line(ctx context.Context, loc Location, b []byte) error {
 		return errTooManyEvents
 	}
 	if l.cur == nil {
-		l.cur = l.getChunk()
+		l.cur = l.chunks.get()
 	}
 	l.cur.add(loc, b)
 	if l.cur.len() >= l.batchSize {
@@ -255,7 +242,7 @@ func (l *loader) flush(ctx context.Context) error {
 		return nil
 	}
 	l.cur = nil
-	defer l.putChunk(c)
+	defer l.chunks.put(c)
 	c.opt = l.options()
 	c.prepare()
 	return l.commit(ctx, c)

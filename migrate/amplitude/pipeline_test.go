@@ -69,7 +69,7 @@ func TestLoadParallelMatchesSerial(t *testing.T) {
 	run := func(parallel bool, batch int) outcome {
 		ctx := context.Background()
 		st := &recordingStore{}
-		l := newLoader(1, "tok", st, func() time.Time { return testNow }, batch)
+		l := newLoader(newChunkPool(time.Minute), 1, "tok", st, func() time.Time { return testNow }, batch)
 		l.workers = 3
 		l.prof, l.pst = newProfileSpill(t.TempDir(), 64<<20), &profileState{}
 		var progress []Counts
@@ -115,7 +115,7 @@ func TestLoadParallelMatchesSerial(t *testing.T) {
 func TestLoadReadError(t *testing.T) {
 	ctx := context.Background()
 	st := &recordingStore{}
-	l := newLoader(1, "tok", st, func() time.Time { return testNow }, 2)
+	l := newLoader(newChunkPool(time.Minute), 1, "tok", st, func() time.Time { return testNow }, 2)
 	l.maxEvents = 6
 	err := l.load(ctx, func(fn LineFunc) error {
 		for i := range 100 {
@@ -132,7 +132,7 @@ func TestLoadReadError(t *testing.T) {
 		t.Fatalf("%d writes before the limit; want 2", n)
 	}
 	// Every chunk went back to the pool, for the next range.
-	if want := min(runtime.GOMAXPROCS(0), maxWorkers) + 2 + queuedWrites; len(l.pool) != want {
-		t.Fatalf("pool %d; want %d", len(l.pool), want)
+	if want := min(runtime.GOMAXPROCS(0), maxWorkers) + 2 + queuedWrites; l.chunks.idle() != want {
+		t.Fatalf("pool %d; want %d", l.chunks.idle(), want)
 	}
 }

@@ -51,7 +51,7 @@ func (s *Service) execute(ctx context.Context, jr *jobRun) error {
 		if snap.Region == "EU" {
 			baseURL = s.cfg.EUBaseURL
 		}
-		l := newLoader(project.ID, project.Token, s.cfg.Store, s.cfg.Now, s.cfg.BatchSize)
+		l := newLoader(s.chunks, project.ID, project.Token, s.cfg.Store, s.cfg.Now, s.cfg.BatchSize)
 		l.maxEvents = s.cfg.MaxEvents
 		l.prof, l.pst = newProfileSpill(dir, s.cfg.ProfileMemory), &pst
 		l.progress = func(c Counts) {

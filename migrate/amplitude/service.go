@@ -76,6 +76,7 @@ type Service struct {
 	wg     sync.WaitGroup
 	slots  chan struct{}
 	met    *serviceMetrics
+	chunks *chunkPool // the loaders' batches, kept between jobs
 
 	mu   sync.Mutex
 	jobs map[string]*jobRun // loaded this process: started, resumed or waiting
@@ -127,7 +128,8 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxEvents <= 0 {
 		cfg.MaxEvents = MaxEvents
 	}
-	s := &Service{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent), jobs: map[string]*jobRun{}}
+	s := &Service{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent), jobs: map[string]*jobRun{},
+		chunks: newChunkPool(defaultKeepIdle)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Metrics != nil {
 		s.met = &serviceMetrics{
@@ -151,6 +153,7 @@ func defaultInt(v, def int) int {
 func (s *Service) Close() error {
 	s.cancel()
 	s.wg.Wait()
+	s.chunks.close()
 	return nil
 }
 

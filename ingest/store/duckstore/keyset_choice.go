@@ -28,13 +28,28 @@ type dedupSet interface {
 }
 
 // memKeys adapts the in-memory keySet; it cannot fail.
-type memKeys struct{ ks *keySet }
+type memKeys struct {
+	ks   *keySet
+	warm warmer // a write's keys, read ahead of their adds
+}
 
-func newMemKeys(n int) *memKeys                  { return &memKeys{newKeySet(n)} }
-func (m *memKeys) add(k store.Key) (bool, error) { return m.ks.add(k), nil }
-func (m *memKeys) remove(k store.Key) error      { m.ks.remove(k); return nil }
-func (m *memKeys) load(k store.Key) error        { m.ks.add(k); return nil }
-func (m *memKeys) finishLoad() error             { return nil }
-func (m *memKeys) len() int                      { return m.ks.len() }
-func (m *memKeys) has(k store.Key) bool          { return m.ks.has(k) }
-func (m *memKeys) close() error                  { return nil }
+func newMemKeys(n int) *memKeys { return &memKeys{ks: newKeySet(n)} }
+
+func (m *memKeys) prefilter(keys []store.Key) { m.warm.announce(keys) }
+
+func (m *memKeys) add(k store.Key) (bool, error) {
+	var sink byte
+	due := m.warm.due(k)
+	for j := range due {
+		sink ^= m.ks.peek(&due[j])
+	}
+	m.warm.sink ^= sink
+	return m.ks.add(k), nil
+}
+
+func (m *memKeys) remove(k store.Key) error { m.ks.remove(k); return nil }
+func (m *memKeys) load(k store.Key) error   { m.ks.add(k); return nil }
+func (m *memKeys) finishLoad() error        { return nil }
+func (m *memKeys) len() int                 { return m.ks.len() }
+func (m *memKeys) has(k store.Key) bool     { return m.ks.has(k) }
+func (m *memKeys) close() error             { return nil }

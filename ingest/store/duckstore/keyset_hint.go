@@ -27,11 +27,8 @@ type keyHints struct {
 	next   int // the key the next add should be called with
 
 	// The recent tier's slots of announced keys are read a chunk ahead of
-	// their adds (warm), whether or not there are runs to ask.
-	announced []store.Key
-	warmNext  int  // index in announced of the key the next add should be called with
-	warmed    int  // the slots of announced[:warmed] were read
-	sink      byte // keeps warm's reads
+	// their adds, whether or not there are runs to ask.
+	warm warmer
 }
 
 // maxHintRuns: a mask has a bit per run. The set keeps about eight.
@@ -40,7 +37,7 @@ const maxHintRuns = 64
 func (t *tieredKeys) prefilter(keys []store.Key) {
 	h := &t.hints
 	h.probes, h.next = h.probes[:0], 0
-	h.announced, h.warmNext, h.warmed = append(h.announced[:0], keys...), 0, 0
+	h.warm.announce(keys)
 	if len(t.runs) > 0 && len(t.runs) <= maxHintRuns {
 		h.ask(keys, t.runs)
 	}
@@ -76,34 +73,17 @@ func (h *keyHints) take(k store.Key, runs []*keyRun) (p probe, mask uint64, ok b
 	return p, mask, true
 }
 
-// warmChunk is how many announced keys warm reads ahead: enough misses to
-// overlap, few enough cache lines (two tiers × 64 B × warmChunk) to stay
-// in the core's cache until their adds.
-const warmChunk = 256
-
-// warm is called by add with its key. When k is the announced key due,
-// and the keys from it on were not read yet, it reads the recent (and
-// frozen) tier's home slot of the next warmChunk announced keys. Each add
-// otherwise waited for its own cache miss, one after the other (a third
-// of a sync's dedup time): these reads are independent, so the CPU
-// overlaps their misses, and the adds then find the lines in cache.
+// warm is called by add with its key: it reads the recent (and frozen)
+// tier's home slots of the announced keys due (warmer).
 func (t *tieredKeys) warm(k store.Key) {
-	h := &t.hints
-	i := h.warmNext
-	if i >= len(h.announced) || h.announced[i] != k {
-		return
-	}
-	h.warmNext++
-	if i < h.warmed {
-		return
-	}
-	end := min(i+warmChunk, len(h.announced))
+	w := &t.hints.warm
 	var sink byte
-	for j := i; j < end; j++ {
-		sink ^= t.recent.peek(&h.announced[j])
+	due := w.due(k)
+	for j := range due {
+		sink ^= t.recent.peek(&due[j])
 		if t.frozen != nil {
-			sink ^= t.frozen.peek(&h.announced[j])
+			sink ^= t.frozen.peek(&due[j])
 		}
 	}
-	h.warmed, h.sink = end, h.sink^sink
+	w.sink ^= sink
 }

@@ -39,7 +39,7 @@ func TestTieredKeysPrefilter(t *testing.T) {
 					if i == skip {
 						continue
 					}
-					before, warmedBefore := tk.hints.next, tk.hints.warmNext
+					before, warmedBefore := tk.hints.next, tk.hints.warm.next
 					got, err := tk.add(k)
 					if err != nil {
 						t.Fatal(err)
@@ -47,7 +47,7 @@ func TestTieredKeysPrefilter(t *testing.T) {
 					if tk.hints.next > before {
 						hinted++
 					}
-					if tk.hints.warmNext > warmedBefore {
+					if tk.hints.warm.next > warmedBefore {
 						warmed++
 					}
 					adds++

@@ -1,0 +1,54 @@
+package amplitude
+
+import (
+	"testing"
+	"time"
+)
+
+// The pool hands back returned chunks, sizes new ones like the largest
+// returned, and drops its idle chunks keepIdle after the last came back,
+// not while one is out.
+func TestChunkPool(t *testing.T) {
+	p := newChunkPool(50 * time.Millisecond)
+	a, b := p.get(), p.get()
+	for i := range 100 {
+		a.add(Location{Line: i + 1}, benchLine(i, hour(1, 0)))
+	}
+	a.opt = (&loader{now: func() time.Time { return testNow }}).options()
+	a.prepare()
+	if len(a.batch.Events) != 100 {
+		t.Fatalf("prepared %d events of 100: %+v", len(a.batch.Events), a.fails)
+	}
+	grown := a.sizes()
+	p.put(a)
+	if a.len() != 0 || len(a.batch.Events) != 0 || len(a.buf) != 0 {
+		t.Fatal("put did not empty the chunk")
+	}
+	if c := p.get(); c != a {
+		t.Fatal("a returned chunk was not reused")
+	}
+	c := p.get() // none idle: a new one, sized like a was
+	if c.sizes() != grown || grown.data == 0 || grown.buf == 0 || grown.side == 0 {
+		t.Fatalf("new chunk %+v; want the returned one's %+v", c.sizes(), grown)
+	}
+	p.put(a)
+	p.put(c)
+	time.Sleep(120 * time.Millisecond)
+	if n := p.idle(); n != 2 {
+		t.Fatalf("%d idle while a chunk is out; want 2 kept", n)
+	}
+	p.put(b)
+	if n := p.idle(); n != 3 {
+		t.Fatalf("%d idle; want 3", n)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.idle() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d chunks still idle after keepIdle", p.idle())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if c := p.get(); c.sizes() != grown {
+		t.Fatalf("after the drop a new chunk is %+v; want %+v", c.sizes(), grown)
+	}
+}
