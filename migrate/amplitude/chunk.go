@@ -44,6 +44,10 @@ func (a chunkSizes) max(b chunkSizes) chunkSizes {
 	return chunkSizes{max(a.data, b.data), max(a.buf, b.buf), max(a.side, b.side)}
 }
 
+func (a chunkSizes) min(b chunkSizes) chunkSizes {
+	return chunkSizes{min(a.data, b.data), min(a.buf, b.buf), min(a.side, b.side)}
+}
+
 func (c *chunk) sizes() chunkSizes { return chunkSizes{cap(c.data), cap(c.buf), cap(c.side)} }
 
 // newChunk makes a chunk whose buffers start at the sizes of h.

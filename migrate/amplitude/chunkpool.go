@@ -29,6 +29,10 @@ type chunkPool struct {
 	drop *time.Timer // armed while every chunk is idle
 }
 
+// maxHintBytes bounds each buffer a new chunk starts with: one batch of huge
+// events must not make every later chunk that large.
+const maxHintBytes = 32 << 20
+
 // defaultKeepIdle is how long a service keeps idle chunks.
 const defaultKeepIdle = time.Minute
 
@@ -55,7 +59,7 @@ func (p *chunkPool) put(c *chunk) {
 	c.reset()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.hint = p.hint.max(c.sizes())
+	p.hint = p.hint.max(c.sizes()).min(chunkSizes{maxHintBytes, maxHintBytes, maxHintBytes})
 	p.free = append(p.free, c)
 	p.out--
 	if p.out > 0 {

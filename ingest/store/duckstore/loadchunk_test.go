@@ -1,6 +1,7 @@
 package duckstore
 
 import (
+	"bytes"
 	"context"
 	"path/filepath"
 	"strings"
@@ -160,4 +161,33 @@ func TestLoaderGathers(t *testing.T) {
 		write(t, s, 0)
 		waitCommits(t, &commits, 1) // far from a full transaction, applied after gatherWait
 	})
+}
+
+// A string column is sized for a whole chunk once projectAfter rows show
+// their average, within the chunk's byte limit: a fresh store's columns
+// are then allocated a few times, not at every doubling.
+func TestStrColProjects(t *testing.T) {
+	row := bytes.Repeat([]byte("p"), 100)
+	for _, limit := range []int{arrowChunkBytes, 4 << 20} {
+		var c strCol
+		c.reset()
+		grows, last := 0, cap(c.data)
+		for rows := 0; rows < arrowChunkRows && len(c.data)+len(row) <= limit; rows++ {
+			c.add(row, rows, limit)
+			if cap(c.data) != last {
+				grows, last = grows+1, cap(c.data)
+			}
+		}
+		whole := 100 * arrowChunkRows
+		if want := min(whole, limit); len(c.data) < want-100 {
+			t.Fatalf("limit %d: %d bytes in; want %d", limit, len(c.data), want)
+		}
+		if cap(c.data) > min(whole+whole/8, limit+100) {
+			t.Fatalf("limit %d: capacity %d beyond the projected chunk", limit, cap(c.data))
+		}
+		// Doubling from 4 KB to ~100 KB, then one step to the projection.
+		if grows > 7 {
+			t.Fatalf("limit %d: the column grew %d times", limit, grows)
+		}
+	}
 }
