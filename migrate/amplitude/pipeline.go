@@ -26,8 +26,9 @@ var errTooManyEvents = errors.New("too many events")
 // GOMAXPROCS workers transform and validate them. The store write and
 // everything that follows it (counts, failures, the profile spill) stay on
 // one goroutine and in line order, so a run does exactly what a serial one
-// would. Memory is workers+2+queuedWrites batches plus the profile
-// spill's budget.
+// would. Memory is workers+2+queuedWrites batches (taken from, and kept
+// between jobs by, the service's chunkPool) plus the profile spill's
+// budget.
 type loader struct {
 	project   int64
 	token     string
