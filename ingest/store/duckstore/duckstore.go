@@ -328,7 +328,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	if opt.FullLoaderTxns {
 		s.gatherWait = loaderGather
 	}
-	s.pending.m = map[profileKey]pendingProfile{}
+	s.pending.m, s.pending.stored = map[profileKey]pendingProfile{}, map[int64]bool{}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
@@ -398,6 +398,9 @@ func (s *Store) init(ctx context.Context, fresh bool) error {
 	}
 	if s.writer, err = s.db.Conn(ctx); err != nil {
 		return fmt.Errorf("writer connection: %w", err)
+	}
+	if err := s.loadProfiledProjects(ctx); err != nil {
+		return err
 	}
 	if err := s.openLog(ctx); err != nil {
 		return err

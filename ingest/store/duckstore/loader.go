@@ -392,6 +392,11 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 			return 0, 0, 0, fmt.Errorf("append identity changes: %w", err)
 		}
 	}
+	// Before the states leave s.pending (release), even if this
+	// transaction then fails: marking is only ever conservative.
+	for k := range profs {
+		s.pending.markStored(k.project)
+	}
 	if err := writeProfiles(ctx, c, profs); err != nil {
 		return 0, 0, 0, err
 	}

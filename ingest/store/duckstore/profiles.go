@@ -41,6 +41,29 @@ type pendingProfile struct {
 type pendingProfiles struct {
 	mu sync.Mutex
 	m  map[profileKey]pendingProfile
+	// stored holds the projects whose rows the profiles table may hold:
+	// those it held at Open and those the loader wrote since, marked
+	// before their states leave m. A write to any other project has
+	// nothing to read from the table: a migration into a new project
+	// spent 90-150 ms of its 5,000 profiles' 120-340 ms asking it
+	// (BenchmarkMigration, users=5000).
+	stored map[int64]bool
+}
+
+// markStored notes that the table may now hold rows of projects.
+func (pp *pendingProfiles) markStored(projects ...int64) {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	for _, p := range projects {
+		pp.stored[p] = true
+	}
+}
+
+// mayHold reports whether the table may hold rows of project.
+func (pp *pendingProfiles) mayHold(project int64) bool {
+	pp.mu.Lock()
+	defer pp.mu.Unlock()
+	return pp.stored[project]
 }
 
 // release forgets states the tables now hold (the loader applied lsn).
@@ -81,7 +104,7 @@ func (s *Store) loadProfile(ctx context.Context, k profileKey) (*profile.Profile
 		// Read ahead by prefetchProfiles, when k was not pending; only
 		// this writer makes states pending, so it still is not.
 		props = fetchedProps
-	case !ok:
+	case !ok && s.pending.mayHold(k.project):
 		var v sql.NullString
 		err := s.db.QueryRowContext(ctx, `SELECT props FROM profiles WHERE project = ? AND kind = ? AND group_key = ? AND id = ?`,
 			k.project, uint8(k.kind), k.groupKey, k.id).Scan(&v)
@@ -132,6 +155,10 @@ func (s *Store) prefetchProfiles(ctx context.Context, project int64, ups []store
 	sc := &s.scratch
 	var ids []any
 	s.pending.mu.Lock()
+	if !s.pending.stored[project] {
+		s.pending.mu.Unlock()
+		return nil // loadProfile will not ask the table either
+	}
 	for i := range ups {
 		k, ok := s.profileKeyOf(project, &ups[i])
 		if !ok {
@@ -314,3 +341,23 @@ func (s *Store) ScanProfiles(ctx context.Context, q store.ProfileScan, fn func(*
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
+
+// loadProfiledProjects marks the projects the profiles table holds rows of.
+func (s *Store) loadProfiledProjects(ctx context.Context) error {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT project FROM profiles`)
+	if err != nil {
+		return fmt.Errorf("read profiled projects: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p int64
+		if err := rows.Scan(&p); err != nil {
+			return fmt.Errorf("read profiled projects: %w", err)
+		}
+		s.pending.markStored(p)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read profiled projects: %w", err)
+	}
+	return nil
+}
