@@ -37,24 +37,7 @@ type chunk struct {
 	fails []Failure  // lines refused by the transform or the decoder, in that order
 }
 
-// chunkSizes are the capacities of a chunk's byte buffers.
-type chunkSizes struct{ data, buf, side int }
-
-func (a chunkSizes) max(b chunkSizes) chunkSizes {
-	return chunkSizes{max(a.data, b.data), max(a.buf, b.buf), max(a.side, b.side)}
-}
-
-func (a chunkSizes) min(b chunkSizes) chunkSizes {
-	return chunkSizes{min(a.data, b.data), min(a.buf, b.buf), min(a.side, b.side)}
-}
-
-func (c *chunk) sizes() chunkSizes { return chunkSizes{cap(c.data), cap(c.buf), cap(c.side)} }
-
-// newChunk makes a chunk whose buffers start at the sizes of h.
-func newChunk(h chunkSizes) *chunk {
-	return &chunk{tr: newTransformer(),
-		data: make([]byte, 0, h.data), buf: make([]byte, 0, h.buf), side: make([]byte, 0, h.side)}
-}
+func newChunk() *chunk { return &chunk{tr: newTransformer()} }
 
 // add copies one exported line (nil: over MaxLineBytes).
 func (c *chunk) add(loc Location, b []byte) {

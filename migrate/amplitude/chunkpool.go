@@ -13,9 +13,7 @@ import (
 // machine such as this one. BenchmarkMigration into an open store, runs
 // of one build: 4,000 faults took 0.70 s, 52,000 took 1.15 s. A pool
 // that outlives the job lets the next one (another project, a retry,
-// the next day) start with its buffers in memory; new chunks are sized
-// like the largest one returned, so they do not grow by doubling,
-// leaving the smaller buffers behind.
+// the next day) start with its buffers in memory.
 //
 // Idle chunks are dropped keepIdle after the last one came back, so a
 // server holds that memory only while migrations follow each other.
@@ -25,13 +23,8 @@ type chunkPool struct {
 	mu   sync.Mutex
 	free []*chunk
 	out  int         // chunks taken and not yet returned
-	hint chunkSizes  // the largest buffers a returned chunk had
 	drop *time.Timer // armed while every chunk is idle
 }
-
-// maxHintBytes bounds each buffer a new chunk starts with: one batch of huge
-// events must not make every later chunk that large.
-const maxHintBytes = 32 << 20
 
 // defaultKeepIdle is how long a service keeps idle chunks.
 const defaultKeepIdle = time.Minute
@@ -51,7 +44,7 @@ func (p *chunkPool) get() *chunk {
 		p.free = p.free[:n-1]
 		return c
 	}
-	return newChunk(p.hint)
+	return newChunk()
 }
 
 // put takes back a chunk from get, emptied.
@@ -59,7 +52,6 @@ func (p *chunkPool) put(c *chunk) {
 	c.reset()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.hint = p.hint.max(c.sizes()).min(chunkSizes{maxHintBytes, maxHintBytes, maxHintBytes})
 	p.free = append(p.free, c)
 	p.out--
 	if p.out > 0 {

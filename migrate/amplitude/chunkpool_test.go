@@ -5,9 +5,8 @@ import (
 	"time"
 )
 
-// The pool hands back returned chunks, sizes new ones like the largest
-// returned, and drops its idle chunks keepIdle after the last came back,
-// not while one is out.
+// The pool hands back returned chunks with their buffers, and drops its
+// idle chunks keepIdle after the last came back, not while one is out.
 func TestChunkPool(t *testing.T) {
 	p := newChunkPool(50 * time.Millisecond)
 	a, b := p.get(), p.get()
@@ -19,17 +18,17 @@ func TestChunkPool(t *testing.T) {
 	if len(a.batch.Events) != 100 {
 		t.Fatalf("prepared %d events of 100: %+v", len(a.batch.Events), a.fails)
 	}
-	grown := a.sizes()
+	data, buf := cap(a.data), cap(a.buf)
 	p.put(a)
 	if a.len() != 0 || len(a.batch.Events) != 0 || len(a.buf) != 0 {
 		t.Fatal("put did not empty the chunk")
 	}
-	if c := p.get(); c != a {
-		t.Fatal("a returned chunk was not reused")
+	if c := p.get(); c != a || cap(c.data) != data || cap(c.buf) != buf || data == 0 || buf == 0 {
+		t.Fatal("a returned chunk was not reused with its buffers")
 	}
-	c := p.get() // none idle: a new one, sized like a was
-	if c.sizes() != grown || grown.data == 0 || grown.buf == 0 || grown.side == 0 {
-		t.Fatalf("new chunk %+v; want the returned one's %+v", c.sizes(), grown)
+	c := p.get() // none idle: a new one
+	if c == a || c == b {
+		t.Fatal("a chunk in use was handed out again")
 	}
 	p.put(a)
 	p.put(c)
@@ -48,7 +47,7 @@ func TestChunkPool(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if c := p.get(); c.sizes() != grown {
-		t.Fatalf("after the drop a new chunk is %+v; want %+v", c.sizes(), grown)
+	if c := p.get(); c == a || c == b || cap(c.data) != 0 {
+		t.Fatal("after the drop the pool handed out an old chunk")
 	}
 }

@@ -50,13 +50,11 @@ type pendingProfiles struct {
 	stored map[int64]bool
 }
 
-// markStored notes that the table may now hold rows of projects.
-func (pp *pendingProfiles) markStored(projects ...int64) {
+// markStored notes that the table may now hold rows of project.
+func (pp *pendingProfiles) markStored(project int64) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
-	for _, p := range projects {
-		pp.stored[p] = true
-	}
+	pp.stored[project] = true
 }
 
 // mayHold reports whether the table may hold rows of project.
