@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"os"
 	"strings"
@@ -54,14 +55,17 @@ func zipOf(t testing.TB, files map[string]string) []byte {
 	return buf.Bytes()
 }
 
-func linesOf(t testing.TB, data []byte) ([]string, error) {
+// linesOf reads an archive, reading files up to wholeMax bytes whole and
+// streaming larger ones.
+func linesOf(t testing.TB, data []byte, wholeMax int) ([]string, error) {
 	t.Helper()
 	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	var got []string
-	err = readZip(zr, func(loc Location, line []byte) error {
+	e := entryReader{wholeMax: wholeMax}
+	err = e.readZip(zr, func(loc Location, line []byte) error {
 		if line == nil {
 			got = append(got, fmt.Sprintf("%s:%d:<too long>", loc.File, loc.Line))
 			return nil
@@ -74,18 +78,16 @@ func linesOf(t testing.TB, data []byte) ([]string, error) {
 
 // Files are read in name order, gzipped or not; blank lines and CRLF are
 // handled, line numbers count every line, and a line over MaxLineBytes is
-// reported without being held.
+// reported without being held. The same whether a file is read whole or
+// streamed, and from one reader's buffers file after file.
 func TestArchiveLines(t *testing.T) {
 	long := strings.Repeat("x", MaxLineBytes+10)
 	data := zipOf(t, map[string]string{
 		"187520/187520_2024-03-01_1#0.json.gz": "{\"a\":1}\r\n\n{\"a\":2}",
 		"187520/187520_2024-03-01_0#0.json.gz": "{\"b\":1}\n" + long + "\n{\"b\":3}\n",
 		"187520/plain.json":                    "{\"c\":1}\n",
+		"187520/tiny.json":                     "",
 	})
-	got, err := linesOf(t, data)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := []string{
 		`187520/187520_2024-03-01_0#0.json.gz:1:{"b":1}`,
 		`187520/187520_2024-03-01_0#0.json.gz:2:<too long>`,
@@ -94,13 +96,61 @@ func TestArchiveLines(t *testing.T) {
 		`187520/187520_2024-03-01_1#0.json.gz:3:{"a":2}`,
 		`187520/plain.json:1:{"c":1}`,
 	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Fatalf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	for _, wholeMax := range []int{wholeEntryBytes, 0, 40} { // 40: the small files whole, the long one streamed
+		got, err := linesOf(t, data, wholeMax)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Fatalf("wholeMax %d: got\n%s\nwant\n%s", wholeMax, strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
 	}
 	// A corrupt gzip member is an error naming the file.
 	bad := zipOf(t, map[string]string{"187520/x.json": "\x1f\x8b garbage"})
-	if _, err := linesOf(t, bad); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "x.json") {
-		t.Fatalf("corrupt gzip: %v", err)
+	for _, wholeMax := range []int{wholeEntryBytes, 0} {
+		if _, err := linesOf(t, bad, wholeMax); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "x.json") {
+			t.Fatalf("corrupt gzip, wholeMax %d: %v", wholeMax, err)
+		}
+	}
+}
+
+// A file whose bytes do not match the zip's CRC-32 is corrupt, read whole
+// or streamed.
+func TestArchiveEntryChecked(t *testing.T) {
+	stored := func(content string, size uint64) []byte {
+		var buf bytes.Buffer
+		zw := zip.NewWriter(&buf)
+		w, err := zw.CreateRaw(&zip.FileHeader{Name: "187520/y.json", Method: zip.Store,
+			CRC32: crc32.ChecksumIEEE([]byte(`{"d":1}` + "\n")), CompressedSize64: size, UncompressedSize64: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(content))
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	good := `{"d":1}` + "\n"
+	for _, tc := range []struct {
+		name string
+		data []byte
+	}{
+		{"good", stored(good, uint64(len(good)))},
+		{"flipped byte", stored(`{"e":1}`+"\n", uint64(len(good)))},
+	} {
+		for _, wholeMax := range []int{wholeEntryBytes, 0} {
+			got, err := linesOf(t, tc.data, wholeMax)
+			if tc.name == "good" {
+				if err != nil || len(got) != 1 || got[0] != `187520/y.json:1:{"d":1}` {
+					t.Fatalf("wholeMax %d: %q %v", wholeMax, got, err)
+				}
+				continue
+			}
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "y.json") {
+				t.Fatalf("%s, wholeMax %d: %v", tc.name, wholeMax, err)
+			}
+		}
 	}
 }
 
