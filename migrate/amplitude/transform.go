@@ -66,11 +66,14 @@ type transformer struct {
 	p     fastjson.Parser
 	top   [len(renamed) + len(passedThrough)]*fastjson.Value
 	slots fieldTable // top-level field name → index in top
-	seen  nameSet    // property names written to the current record
-	seed  maphash.Seed
-	// Hashes of the fixed names, computed once.
-	reserved [len(reserved)]uint64
-	targets  [len(renamed) + len(passedThrough)]uint64
+	// The property names written to the current record (claim): a bit in
+	// taken for the names the transform writes itself (fixed), a hash in
+	// seen for the others.
+	taken    uint64
+	seen     nameSet
+	fixed    fieldTable // reserved and target names → their bit in taken
+	topBits  [len(renamed) + len(passedThrough)]uint64
+	seed     maphash.Seed
 	prefixes [len(renamed) + len(passedThrough)][]byte // ,"name":
 	key, dev []byte
 	iid      []byte // the last record's $insert_id
@@ -84,11 +87,25 @@ type transformer struct {
 	sp     fastjson.Parser // parses the odd string the fast path must unescape
 }
 
+// reservedBits are the bits of the reserved names in transformer.taken:
+// the first ones, taken from the start of every record.
+const reservedBits = 1<<len(reserved) - 1
+
 func newTransformer() *transformer {
 	t := &transformer{seed: maphash.MakeSeed()}
+	for i, name := range reserved {
+		t.fixed.add(name, i)
+	}
+	bits := len(reserved)
 	target := func(i int, from, to string) {
 		t.slots.add(from, i)
-		t.targets[i] = maphash.String(t.seed, to)
+		bit := t.fixed.lookup([]byte(to))
+		if bit < 0 { // two fields may map to one name ($carrier)
+			bit = bits
+			bits++
+			t.fixed.add(to, bit)
+		}
+		t.topBits[i] = 1 << bit
 		t.prefixes[i] = append(jsonw.String([]byte{','}, to), ':')
 	}
 	for i, r := range renamed {
@@ -97,8 +114,8 @@ func newTransformer() *transformer {
 	for i, name := range passedThrough {
 		target(len(renamed)+i, name, name)
 	}
-	for i, name := range reserved {
-		t.reserved[i] = maphash.String(t.seed, name)
+	if bits > 64 {
+		panic("amplitude: more fixed property names than bits in transformer.taken")
 	}
 	t.initScan()
 	return t
@@ -158,9 +175,35 @@ func (s *nameSet) grow() {
 	}
 }
 
+// startClaims starts a record: only the reserved names are taken.
+func (t *transformer) startClaims() {
+	t.taken = reservedBits
+	t.seen.reset()
+}
+
+// claimTop reports whether mapped field i's property name is still free
+// in the current record and takes it.
+func (t *transformer) claimTop(i int) bool {
+	if t.taken&t.topBits[i] != 0 {
+		return false
+	}
+	t.taken |= t.topBits[i]
+	return true
+}
+
 // claim reports whether name is still free in the current record and
-// takes it.
-func (t *transformer) claim(name []byte) bool { return t.seen.add(maphash.Bytes(t.seed, name)) }
+// takes it. A record's ~40 fixed names cost a bit each instead of a hash
+// and a probe (BenchmarkTransformValidate: see README).
+func (t *transformer) claim(name []byte) bool {
+	if bit := t.fixed.lookup(name); bit >= 0 {
+		if t.taken&(1<<bit) != 0 {
+			return false
+		}
+		t.taken |= 1 << bit
+		return true
+	}
+	return t.seen.add(maphash.Bytes(t.seed, name))
+}
 
 // core are the fields the identity, time and dedup key come from.
 type core struct {
@@ -248,10 +291,7 @@ func (t *transformer) appendRecordTree(dst, side, line []byte, ev *amplitudeEven
 	device := appendID(t.dev[:0], c.deviceID)
 	t.dev = device
 
-	t.seen.reset()
-	for _, h := range t.reserved {
-		t.seen.add(h)
-	}
+	t.startClaims()
 	dst = append(dst, '{')
 	if c.eventType != nil {
 		dst = append(dst, `"event":`...)
@@ -271,7 +311,7 @@ func (t *transformer) appendRecordTree(dst, side, line []byte, ev *amplitudeEven
 	}
 	dst = appendIDs(dst, t.insertID(&c, user), user, device)
 	for i, v := range t.top {
-		if v != nil && t.seen.add(t.targets[i]) {
+		if v != nil && t.claimTop(i) {
 			dst = v.MarshalTo(append(dst, t.prefixes[i]...))
 		}
 	}

@@ -75,10 +75,7 @@ func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEven
 	device := t.appendIDScan(t.dev[:0], line, c.deviceID)
 	t.dev = device
 
-	t.seen.reset()
-	for _, h := range t.reserved {
-		t.seen.add(h)
-	}
+	t.startClaims()
 	vs := &t.vouch
 	vs.reset()
 	h := &vs.v
@@ -101,7 +98,7 @@ func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEven
 	did := user
 	switch {
 	case len(user) > 0:
-		dst = jsonw.String(dst, b2s(user))
+		dst = appendStringToken(dst, line, c.userID, user)
 	case len(device) > 0:
 		t.key = append(append(t.key[:0], "$device:"...), device...)
 		dst = jsonw.String(dst, b2s(t.key))
@@ -120,7 +117,7 @@ func (t *transformer) appendRecordScan(dst, side, line []byte, ev *amplitudeEven
 	dst = appendIDs(dst, iid, user, device)
 	vs.ids(len(dst)-n, len(iid), len(user), len(device))
 	for i, v := range c.top {
-		if v.end > 0 && t.seen.add(t.targets[i]) {
+		if v.end > 0 && t.claimTop(i) {
 			dst = append(dst, t.prefixes[i]...)
 			n := len(dst)
 			dst = t.appendUnescaped(dst, line, v)
@@ -220,7 +217,7 @@ func (t *transformer) spreadScan(dst, line []byte, p props) []byte {
 		}
 		dst = append(dst, ',')
 		n := len(dst)
-		dst = jsonw.String(dst, b2s(name))
+		dst = appendStringToken(dst, line, m.key, name)
 		t.vouch.text(len(name), len(dst)-n)
 		dst = append(dst, ':')
 		n = len(dst)
@@ -285,6 +282,16 @@ func (t *transformer) appendUnescaped(dst, line []byte, v val) []byte {
 		return pv.MarshalTo(dst)
 	}
 	return appendCompact(dst, line, v)
+}
+
+// appendStringToken appends text, the text of v, as a JSON string. A
+// string token without escapes, control bytes or bytes ≥ 0x80 is
+// already what jsonw.String would write, and is copied as it is.
+func appendStringToken(dst, line []byte, v val, text []byte) []byte {
+	if v.f.kind() == kString && v.f&(fEsc|fCtl|fHigh) == 0 {
+		return append(dst, v.of(line)...)
+	}
+	return jsonw.String(dst, b2s(text))
 }
 
 // strText is a string's bytes between its quotes.
