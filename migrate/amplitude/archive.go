@@ -86,8 +86,10 @@ func closeRemove(f *os.File) {
 type LineFunc func(loc Location, line []byte) error
 
 // Lines streams every non-blank line of every file in the archive, files in
-// name order so that a run is repeatable. Only one file is open at a time
-// and only one line is held in memory.
+// name order so that a run is repeatable. Only one file is open at a time;
+// it is held whole, still compressed, when it is 32 MB or less
+// (wholeEntryBytes), and streamed otherwise; of its NDJSON only one line
+// is held.
 func (a *Archive) Lines(fn LineFunc) error {
 	if a == nil || a.f == nil {
 		return nil
