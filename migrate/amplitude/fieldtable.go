@@ -6,6 +6,8 @@ package amplitude
 // enough in length and first and last byte that a hash of those three,
 // confirmed by one comparison, finds them, and most other keys miss at
 // the first empty entry. Any hash would be correct: the comparison decides.
+// The transform also keeps the property names it writes itself in one
+// (transformer.fixed), each mapped to its bit in transformer.taken.
 type fieldTable struct {
 	names [fieldTableSize]string
 	slots [fieldTableSize]int // slot+1; 0: empty entry
