@@ -30,7 +30,7 @@ func SplitDistinctID(distinctID string) (userID, deviceID string) {
 // link attaches the device to the user the first time an event carries
 // both. Users never merge with each other, so a cluster is one user and its
 // devices; a device keeps its first user for good.
-func (g *Graph) link(user, device string) (bool, error) {
+func (g *Graph) link(user, device string, detail bool) (bool, error) {
 	if user == "" || device == "" || strings.HasPrefix(user, DevicePrefix) {
 		return false, fmt.Errorf("link $user_id %q with $device_id %q: %w", user, device, ErrInvalidID)
 	}
@@ -39,8 +39,11 @@ func (g *Graph) link(user, device string) (bool, error) {
 	g.key = append(append(g.key[:0], DevicePrefix...), device...)
 	if id, ok := g.f.ids[string(g.key)]; ok {
 		owner := g.f.names[g.f.canon[g.f.find(id)]]
-		if owner == user {
+		switch {
+		case owner == user:
 			return false, nil
+		case !detail:
+			return false, ErrDeviceLinked
 		}
 		return false, &linkedError{user, device, owner}
 	}

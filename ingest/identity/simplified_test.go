@@ -53,6 +53,23 @@ func TestDeviceKeepsFirstUser(t *testing.T) {
 	}
 }
 
+// ApplyBare refuses as Apply does, with the bare error and no allocation;
+// what holds and what changes is the same.
+func TestApplyBare(t *testing.T) {
+	g := New(Simplified)
+	changes(t)(g.ApplyBare(Change{Kind: KindLink, A: "u1", B: "d1"}))
+	unchanged(t)(g.ApplyBare(Change{Kind: KindLink, A: "u1", B: "d1"}))
+	taken := Change{Kind: KindLink, A: "u2", B: "d1"}
+	if _, err := g.ApplyBare(taken); err != ErrDeviceLinked {
+		t.Fatalf("ApplyBare: %v, want the bare ErrDeviceLinked", err)
+	}
+	if n := testing.AllocsPerRun(100, func() { _, _ = g.ApplyBare(taken) }); n != 0 {
+		t.Fatalf("ApplyBare allocates %v times per refusal", n)
+	}
+	refused(t, ErrWrongMode)(g.ApplyBare(Change{Kind: KindMerge, A: "u1", B: "u2"}))
+	wantResolve(t, g, "$device:d1", "u1", "u1", "u1")
+}
+
 func TestUnlimitedDevicesPerUser(t *testing.T) {
 	g := New(Simplified)
 	for i := range 3 * MaxClusterSize {

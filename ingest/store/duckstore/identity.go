@@ -200,7 +200,7 @@ func (s *Store) applyChange(project int64, c identity.Change) error {
 	if mode == identity.Original {
 		before = [2]string{pg.g.Resolve(c.A), pg.g.Resolve(c.B)}
 	}
-	changed, err := pg.g.Apply(c)
+	changed, err := pg.g.ApplyBare(c)
 	if mode == identity.Original && changed && err == nil {
 		after = pg.g.Resolve(c.A)
 	}

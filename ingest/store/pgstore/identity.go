@@ -201,7 +201,7 @@ func (w *writeTx) applyChange(project int64, c identity.Change) error {
 	g := lg.pg.g
 	ids := changeIDs(c)
 	before := [2]string{g.Resolve(ids[0]), g.Resolve(ids[1])}
-	changed, err := g.Apply(c)
+	changed, err := g.ApplyBare(c)
 	switch {
 	case errors.Is(err, identity.ErrClusterFull):
 		return err
