@@ -17,6 +17,7 @@
 package duckstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -70,14 +71,6 @@ type Options struct {
 	// lag is left when the source is exhausted is applied by the loader
 	// alone, on one core, before the command can exit.
 	LoaderLagBytes int64
-	// FullLoaderTxns makes the loader commit only full transactions
-	// (LoadTxnRows rows, or LoaderLagBytes of log) unless a reader waits
-	// for it or loaderGather passes. Without it the loader applies
-	// whatever is logged when it wakes, which keeps its backlog small
-	// where writes never pause (a migration, /import at saturation; a
-	// gathering loader left more to apply at the end of a migration:
-	// 141-147k events/s against 162-170k to events in the tables).
-	FullLoaderTxns bool
 	Logger         *slog.Logger
 }
 
@@ -239,9 +232,11 @@ type Store struct {
 	// hurry counts waiters on the loader (waitFor): it applies what there
 	// is at once instead of gathering a full transaction.
 	hurry int
-	// gatherWait is loaderGather with Options.FullLoaderTxns, else 0: the
-	// loader applies at every wake (tests lengthen it to make the
-	// loader's transactions deterministic).
+	// gatherRows is how many rows the loader waits for (see gather): a
+	// row group, or LoadTxnRows when that is less.
+	gatherRows int64
+	// gatherWait is loaderGather; 0 applies at every wake (tests change
+	// it to make the loader's transactions deterministic).
 	gatherWait time.Duration
 	loaderErr  error // the loader's last failure, nil once it recovers
 	closing    bool  // Close began: waiters give up instead of blocking it
@@ -325,9 +320,8 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		s.paceFrom = opt.LoaderLagBytes
 	}
 	s.maxLag = 4 * s.paceFrom
-	if opt.FullLoaderTxns {
-		s.gatherWait = loaderGather
-	}
+	s.gatherWait = loaderGather
+	s.gatherRows = int64(min(s.txnRows, cmp.Or(opt.RowGroupRows, RowGroupRows)))
 	s.pending.m, s.pending.stored = map[profileKey]pendingProfile{}, map[int64]bool{}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

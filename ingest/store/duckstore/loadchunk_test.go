@@ -62,9 +62,10 @@ func TestNegativeLoadChunkBytes(t *testing.T) {
 // rows, at an entry's end. The first commit is held until five
 // 1,000-event writes are in the log, so the loader then finds four
 // entries waiting: one transaction each with the limit, one for all
-// four without. A loader gathering full transactions (FullLoaderTxns)
-// makes the same five with the limit, and one for all five without:
-// nothing is applied until the count below waits for the loader.
+// four without. A loader gathering full transactions (as it does unless
+// gatherWait is 0) makes the same five with the limit, and one for all
+// five without: nothing is applied until the count below waits for the
+// loader.
 func TestLoadTxnRows(t *testing.T) {
 	for _, tc := range []struct {
 		txnRows, wantCommits int
@@ -72,8 +73,8 @@ func TestLoadTxnRows(t *testing.T) {
 	}{{1000, 5, false}, {0, 2, false}, {1000, 5, true}, {0, 1, true}} {
 		opt := testOptions
 		opt.LoadTxnRows = tc.txnRows
-		opt.FullLoaderTxns = tc.gather
 		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
+		s.gatherWait = 0 // apply at every wake
 		if tc.gather {
 			s.gatherWait = time.Hour // only a full transaction or a waiter moves the loader
 		}
@@ -94,7 +95,7 @@ func TestLoadTxnRows(t *testing.T) {
 		close(release)
 		requireCounts(t, s, 5000, 0)
 		if got := commits.Load(); int(got) != tc.wantCommits {
-			t.Fatalf("LoadTxnRows %d, FullLoaderTxns %v: %d loader commits, want %d", tc.txnRows, tc.gather, got, tc.wantCommits)
+			t.Fatalf("LoadTxnRows %d, gather %v: %d loader commits, want %d", tc.txnRows, tc.gather, got, tc.wantCommits)
 		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
@@ -108,10 +109,10 @@ func TestLoadTxnRows(t *testing.T) {
 	}
 }
 
-// TestLoaderGathers: with FullLoaderTxns the loader applies a
-// transaction once a full one is in the log, or what there is when
-// someone waits for it or gatherWait passes; never a few rows at every
-// write.
+// TestLoaderGathers: the loader applies a transaction once a full one is
+// in the log (a row group, or LoadTxnRows when less), or what there is
+// when someone waits for it or gatherWait passes; never a few rows at
+// every write.
 func TestLoaderGathers(t *testing.T) {
 	write := func(t *testing.T, s *Store, i int) {
 		t.Helper()
@@ -129,7 +130,7 @@ func TestLoaderGathers(t *testing.T) {
 	}
 	t.Run("full transaction or waiter", func(t *testing.T) {
 		opt := testOptions
-		opt.LoadTxnRows, opt.FullLoaderTxns = 3000, true
+		opt.LoadTxnRows = 3000
 		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
 		defer s.Close()
 		s.gatherWait = time.Hour
@@ -151,9 +152,7 @@ func TestLoaderGathers(t *testing.T) {
 		}
 	})
 	t.Run("gather wait", func(t *testing.T) {
-		opt := testOptions
-		opt.FullLoaderTxns = true
-		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
+		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), testOptions)
 		defer s.Close()
 		s.gatherWait = 20 * time.Millisecond
 		var commits atomic.Int32
@@ -188,6 +187,50 @@ func TestStrColProjects(t *testing.T) {
 		// Doubling from 4 KB to ~100 KB, then one step to the projection.
 		if grows > 7 {
 			t.Fatalf("limit %d: the column grew %d times", limit, grows)
+		}
+	}
+}
+
+// The loader gathers a row group of the file's size, or LoadTxnRows when
+// that is less; writes are not slowed while it gathers, only once a
+// transaction it would apply waits (it is behind, not waiting by choice).
+func TestGatherRowsAndPace(t *testing.T) {
+	for _, tc := range []struct{ txnRows, rowGroup, want int }{
+		{0, 0, RowGroupRows}, {0, 4096, 4096}, {3000, 0, 3000}, {3000, 2048, 2048},
+	} {
+		opt := testOptions
+		opt.LoadTxnRows, opt.RowGroupRows = tc.txnRows, tc.rowGroup
+		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
+		if s.gatherRows != int64(tc.want) {
+			t.Errorf("LoadTxnRows %d, RowGroupRows %d: gathers %d rows, want %d", tc.txnRows, tc.rowGroup, s.gatherRows, tc.want)
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := openWith(t, filepath.Join(t.TempDir(), "p.duckdb"), testOptions)
+	defer s.Close()
+	paced := func(bytes, rows int64) bool {
+		t.Helper()
+		s.applyMu.Lock()
+		s.unapplied, s.unappliedRows = bytes, rows
+		s.applyMu.Unlock()
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // a write that would be delayed returns ctx's error at once
+		return s.pace(ctx) != nil
+	}
+	defer paced(0, 0)
+	for _, tc := range []struct {
+		bytes, rows int64
+		want        bool
+	}{
+		{s.paceFrom - 1, s.gatherRows, false},         // within the lag writes run ahead unslowed
+		{s.paceFrom * 3 / 2, s.gatherRows - 1, false}, // gathering
+		{s.paceFrom * 3 / 2, s.gatherRows, true},      // a row group waits
+		{2 * s.paceFrom, 1, true},                     // rows too large for a row group
+	} {
+		if got := paced(tc.bytes, tc.rows); got != tc.want {
+			t.Errorf("%d bytes, %d rows behind: paced %v, want %v", tc.bytes, tc.rows, got, tc.want)
 		}
 	}
 }
