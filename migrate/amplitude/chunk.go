@@ -18,6 +18,7 @@ type chunk struct {
 	seq      int            // position in the range: batches are written in this order
 	exported int64          // lines read into this chunk, too long ones included
 	opt      record.Options // how /import would validate the batch
+	want     int            // lines the chunk is filled to (the batch size): buffers are sized for it
 
 	data  []byte     // the lines, back to back
 	lines []span     // per line; start < 0: over MaxLineBytes, not kept
@@ -47,7 +48,10 @@ func (c *chunk) add(loc Location, b []byte) {
 		return
 	}
 	start := len(c.data)
-	c.data = append(reserve(c.data, len(b)), b...)
+	if len(b) > cap(c.data)-len(c.data) {
+		c.data = reserve(c.data, len(b), project(len(c.data), len(c.lines), c.want))
+	}
+	c.data = append(c.data, b...)
 	c.lines = append(c.lines, span{start, len(c.data)})
 }
 
@@ -82,7 +86,10 @@ func (c *chunk) prepare() {
 		}
 		start, sideStart := len(c.buf), len(c.side)
 		// A record is about the size of its line, a user's part smaller.
-		c.buf, c.side = reserve(c.buf, 2*(ln.end-ln.start)), reserve(c.side, ln.end-ln.start)
+		if n := ln.end - ln.start; 2*n > cap(c.buf)-len(c.buf) || n > cap(c.side)-len(c.side) {
+			c.buf = reserve(c.buf, 2*n, project(len(c.buf), len(c.ends), len(c.lines)))
+			c.side = reserve(c.side, n, project(len(c.side), len(c.ends), len(c.lines)))
+		}
 		var ev amplitudeEvent
 		var ferr *fieldError
 		c.buf, c.side, ferr = c.tr.appendRecord(c.buf, c.side, ln.of(c.data), &ev)
@@ -122,13 +129,32 @@ func (c *chunk) prepare() {
 	}
 }
 
-// reserve makes room for n more bytes, doubling the capacity when it must
-// grow. append grows a large slice by a quarter at a time, so a fresh
-// chunk filling up to a batch of lines allocated and copied them about
-// five times over.
-func reserve(b []byte, n int) []byte {
+// reserve makes room for n more bytes, in a buffer of want bytes when
+// that is more than twice the current one. append grows a large slice by
+// a quarter at a time, and slices.Grow zeroes the room it adds: a fresh
+// chunk filling up to a batch of lines allocated, zeroed and copied them
+// several times over, and each new page costs a fault the first time it
+// is written. make zeroes only memory the heap reused, not pages fresh
+// from the system.
+func reserve(b []byte, n, want int) []byte {
 	if cap(b)-len(b) >= n {
 		return b
 	}
-	return slices.Grow(b, max(n, cap(b)))
+	nb := make([]byte, len(b), max(len(b)+n, 2*cap(b), want))
+	copy(nb, b)
+	return nb
+}
+
+// projectAfter is how many items a buffer's size is projected from.
+const projectAfter = 64
+
+// project is the bytes of a buffer holding have bytes of items, once
+// it holds all of want items: their average so far, and an eighth more
+// for the spread (0 while there are too few items to tell).
+func project(have, items, want int) int {
+	if items < projectAfter || want <= items {
+		return 0
+	}
+	whole := have / items * want
+	return whole + whole/8
 }

@@ -51,3 +51,33 @@ func TestChunkPool(t *testing.T) {
 		t.Fatal("after the drop the pool handed out an old chunk")
 	}
 }
+
+// A fresh chunk sizes its lines and records for the whole batch once a
+// few are in: a handful of allocations (doubling up to projectAfter
+// lines, then one), not one per doubling and quarter all the way, and
+// about an eighth beyond the batch.
+func TestChunkProjects(t *testing.T) {
+	c := newChunk()
+	c.want = 2000
+	allocs, size := 0, 0
+	for i := range c.want {
+		line := benchLine(i, hour(1, 0).Add(time.Duration(i)*time.Second))
+		size += len(line)
+		before := cap(c.data)
+		c.add(Location{Line: i + 1}, line)
+		if cap(c.data) != before {
+			allocs++
+		}
+	}
+	if allocs > 10 || cap(c.data) > size+size/8+size/16 {
+		t.Fatalf("lines: %d allocations, capacity %d for %d bytes", allocs, cap(c.data), size)
+	}
+	c.opt = (&loader{now: func() time.Time { return testNow }}).options()
+	c.prepare()
+	if len(c.batch.Events) != c.want {
+		t.Fatalf("prepared %d events of %d: %+v", len(c.batch.Events), c.want, c.fails)
+	}
+	if n := len(c.buf); cap(c.buf) > n+n/8+n/16 {
+		t.Fatalf("records: capacity %d for %d bytes", cap(c.buf), n)
+	}
+}

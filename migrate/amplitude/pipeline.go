@@ -202,6 +202,7 @@ func (l *loader) read(ctx context.Context, lines func(LineFunc) error, free chan
 			case <-ctx.Done():
 				return ctx.Err()
 			}
+			c.want = l.batchSize
 		}
 		c.add(loc, b)
 		c.exported++
@@ -229,6 +230,7 @@ func (l *loader) line(ctx context.Context, loc Location, b []byte) error {
 	}
 	if l.cur == nil {
 		l.cur = l.chunks.get()
+		l.cur.want = l.batchSize
 	}
 	l.cur.add(loc, b)
 	if l.cur.len() >= l.batchSize {
