@@ -61,7 +61,7 @@ func TestNewSyncBudget(t *testing.T) {
 	b := NewSyncBudget(160 << 20)
 	if b.DuckDB != 24<<20 || b.GoHeap != 112<<20 || b.LoadChunkBytes != 112<<20/32 ||
 		b.LoadTxnRows != b.RowGroupRows || b.RowGroupRows <= 0 || b.RowGroupRows >= duckstore.RowGroupRows || b.RowGroupRows%2048 != 0 ||
-		b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed || b.LoaderLag != syncLoaderLag || !b.FullLoaderTxns {
+		b.DuckDB+b.GoHeap > b.Total || !b.ReturnFreed || b.LoaderLag != syncLoaderLag {
 		t.Fatalf("160MB: %+v", b)
 	}
 	if b := NewSyncBudget(64 << 20); b.DuckDB < minDuckDB || b.DuckDB+b.GoHeap > b.Total {

@@ -169,8 +169,7 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, thread
 		path := filepath.Join(cfg.DataDir, "tributary.duckdb")
 		duck, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: b.duckDBLimit(), Threads: threads,
 			DiskKeys: cfg.DedupKeys == config.DedupDisk, LoadChunkBytes: b.LoadChunkBytes, LoadTxnRows: b.LoadTxnRows,
-			RowGroupRows: b.RowGroupRows, ReturnFreedMemory: b.ReturnFreed, LoaderLagBytes: b.LoaderLag,
-			FullLoaderTxns: b.FullLoaderTxns, Logger: log})
+			RowGroupRows: b.RowGroupRows, ReturnFreedMemory: b.ReturnFreed, LoaderLagBytes: b.LoaderLag, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("open embedded store %s: %w", path, err)
 		}
