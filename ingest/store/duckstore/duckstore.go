@@ -67,8 +67,8 @@ type Options struct {
 	RowGroupRows int
 	// LoaderLagBytes is how many log bytes the loader may fall behind
 	// writes before each write is slowed (Store.pace); at four times that,
-	// writes wait for it. 0 = 128 MB. While the loader still gathers a row
-	// group (up to twice this many bytes) writes are not slowed. A one-off sync lowers it: whatever
+	// writes wait for it. 0 = 128 MB. The loader gathers a row group of
+	// rows, or twice this many bytes, before it applies them. A one-off sync lowers it: whatever
 	// lag is left when the source is exhausted is applied by the loader
 	// alone, on one core, before the command can exit.
 	LoaderLagBytes int64

@@ -192,9 +192,9 @@ func TestStrColProjects(t *testing.T) {
 }
 
 // The loader gathers a row group of the file's size, or LoadTxnRows when
-// that is less; writes are not slowed while it gathers, only once a
-// transaction it would apply waits (it is behind, not waiting by choice).
-func TestGatherRowsAndPace(t *testing.T) {
+// that is less, or twice LoaderLagBytes of log for rows too large to fill
+// a row group within it.
+func TestGatherRows(t *testing.T) {
 	for _, tc := range []struct{ txnRows, rowGroup, want int }{
 		{0, 0, RowGroupRows}, {0, 4096, 4096}, {3000, 0, 3000}, {3000, 2048, 2048},
 	} {
@@ -210,27 +210,22 @@ func TestGatherRowsAndPace(t *testing.T) {
 	}
 	s := openWith(t, filepath.Join(t.TempDir(), "p.duckdb"), testOptions)
 	defer s.Close()
-	paced := func(bytes, rows int64) bool {
-		t.Helper()
-		s.applyMu.Lock()
-		s.unapplied, s.unappliedRows = bytes, rows
-		s.applyMu.Unlock()
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // a write that would be delayed returns ctx's error at once
-		return s.pace(ctx) != nil
+	s.gatherWait = time.Hour // only a full transaction or a waiter moves the loader
+	var commits atomic.Int32
+	s.beforeCommit = func(*duckdb.Conn) error { commits.Add(1); return nil }
+	s.applyMu.Lock()
+	s.paceFrom = 8 << 10 // 16 KB of log is a transaction of few large rows
+	s.applyMu.Unlock()
+	big := storetest.GenEvents(1, 10, 0)
+	for i := range big {
+		big[i].Props = []byte(`{"pad":"` + strings.Repeat("x", 4<<10) + `"}`)
 	}
-	defer paced(0, 0)
-	for _, tc := range []struct {
-		bytes, rows int64
-		want        bool
-	}{
-		{s.paceFrom - 1, s.gatherRows, false},         // within the lag writes run ahead unslowed
-		{s.paceFrom * 3 / 2, s.gatherRows - 1, false}, // gathering
-		{s.paceFrom * 3 / 2, s.gatherRows, true},      // a row group waits
-		{2 * s.paceFrom, 1, true},                     // rows too large for a row group
-	} {
-		if got := paced(tc.bytes, tc.rows); got != tc.want {
-			t.Errorf("%d bytes, %d rows behind: paced %v, want %v", tc.bytes, tc.rows, got, tc.want)
+	if _, err := s.Write(context.Background(), []store.Batch{{Project: 1, Events: big}}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); commits.Load() == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("10 rows of 4 KB, twice LoaderLagBytes: not applied in 10s")
 		}
 	}
 }

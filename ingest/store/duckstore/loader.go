@@ -132,11 +132,7 @@ func (s *Store) gather() (all, quitting bool) {
 func (s *Store) txnReady() (ready, hurry bool) {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
-	return s.readyLocked(), s.hurry > 0
-}
-
-func (s *Store) readyLocked() bool {
-	return s.unappliedRows >= s.gatherRows || s.unapplied >= 2*s.paceFrom
+	return s.unappliedRows >= s.gatherRows || s.unapplied >= 2*s.paceFrom, s.hurry > 0
 }
 
 // applyPending applies every entry durable when it starts; unless all,

@@ -166,14 +166,13 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 // falls behind gets more of it only when writes slow down. Slowing every
 // write a little as the lag grows finds that balance smoothly, where the
 // hard limit alone let the lag build up and then stopped all writes at
-// once until a loader commit (up to a second) freed room. A loader still
-// gathering a row group is not behind: it waits by choice.
+// once until a loader commit (up to a second) freed room. Pacing also
+// while the loader still gathers a row group (it waits for one up to twice
+// paceFrom) kept /import at saturation faster than not: 349k against 320k
+// events/s, p99 195 against 204 ms (integration/loadgen, one run each).
 func (s *Store) pace(ctx context.Context) error {
 	s.applyMu.Lock()
 	over := s.unapplied - s.paceFrom
-	if !s.readyLocked() {
-		over = 0
-	}
 	s.applyMu.Unlock()
 	if over <= 0 {
 		return nil
