@@ -68,9 +68,10 @@ type Options struct {
 	// LoaderLagBytes is how many log bytes the loader may fall behind
 	// writes before each write is slowed (Store.pace); at four times that,
 	// writes wait for it. 0 = 128 MB. The loader gathers a row group of
-	// rows, or twice this many bytes, before it applies them. A one-off sync lowers it: whatever
-	// lag is left when the source is exhausted is applied by the loader
-	// alone, on one core, before the command can exit.
+	// rows, or twice this many bytes, before it applies them. A one-off
+	// sync lowers it: whatever lag is left when the source is exhausted
+	// is applied by the loader alone, on one core, before the command can
+	// exit.
 	LoaderLagBytes int64
 	Logger         *slog.Logger
 }
