@@ -183,11 +183,14 @@ func (t *transformer) startClaims() {
 
 // claimTop reports whether mapped field i's property name is still free
 // in the current record and takes it.
-func (t *transformer) claimTop(i int) bool {
-	if t.taken&t.topBits[i] != 0 {
+func (t *transformer) claimTop(i int) bool { return t.take(t.topBits[i]) }
+
+// take reports whether the fixed name of bit is still free and takes it.
+func (t *transformer) take(bit uint64) bool {
+	if t.taken&bit != 0 {
 		return false
 	}
-	t.taken |= t.topBits[i]
+	t.taken |= bit
 	return true
 }
 
@@ -196,11 +199,7 @@ func (t *transformer) claimTop(i int) bool {
 // and a probe (BenchmarkTransformValidate: see README).
 func (t *transformer) claim(name []byte) bool {
 	if bit := t.fixed.lookup(name); bit >= 0 {
-		if t.taken&(1<<bit) != 0 {
-			return false
-		}
-		t.taken |= 1 << bit
-		return true
+		return t.take(1 << bit)
 	}
 	return t.seen.add(maphash.Bytes(t.seed, name))
 }
