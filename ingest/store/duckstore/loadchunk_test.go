@@ -59,18 +59,22 @@ func TestNegativeLoadChunkBytes(t *testing.T) {
 }
 
 // TestLoadTxnRows: a loader transaction ends once it holds LoadTxnRows
-// rows, at an entry's end. The first commit is held until five
-// 1,000-event writes are in the log, so the loader then finds four
-// entries waiting: one transaction each with the limit, one for all
-// four without. A loader gathering full transactions (as it does unless
-// gatherWait is 0) makes the same five with the limit, and one for all
-// five without: nothing is applied until the count below waits for the
-// loader.
+// rows, at an entry's end. The first commit, begun with the first
+// write alone, is held until five 1,000-event writes are in the log, so
+// the loader then finds four entries waiting: one transaction each with
+// the limit, one for all four without. A loader gathering full
+// transactions (as it does unless gatherWait is 0) makes the same five
+// with the limit, and one for all five without: nothing is applied
+// until the count below waits for the loader.
 func TestLoadTxnRows(t *testing.T) {
 	for _, tc := range []struct {
 		txnRows, wantCommits int
 		gather               bool
 	}{{1000, 5, false}, {0, 2, false}, {1000, 5, true}, {0, 1, true}} {
+		// Every case but the last commits the first write alone; the
+		// writes after it wait until that commit has begun, since a
+		// loader scheduled late would otherwise take several at once.
+		firstAlone := tc.wantCommits > 1
 		opt := testOptions
 		opt.LoadTxnRows = tc.txnRows
 		s := openWith(t, filepath.Join(t.TempDir(), "t.duckdb"), opt)
@@ -78,10 +82,11 @@ func TestLoadTxnRows(t *testing.T) {
 		if tc.gather {
 			s.gatherWait = time.Hour // only a full transaction or a waiter moves the loader
 		}
-		release := make(chan struct{})
+		release, begun := make(chan struct{}), make(chan struct{})
 		var commits atomic.Int32
 		s.beforeCommit = func(*duckdb.Conn) error {
 			if commits.Add(1) == 1 {
+				close(begun)
 				<-release
 			}
 			return nil
@@ -90,6 +95,13 @@ func TestLoadTxnRows(t *testing.T) {
 			evs := storetest.GenEvents(1, 1000, int64(i*1000))
 			if _, err := s.Write(context.Background(), []store.Batch{{Project: 1, Events: evs}}); err != nil {
 				t.Fatal(err)
+			}
+			if i == 0 && firstAlone {
+				select {
+				case <-begun:
+				case <-time.After(10 * time.Second):
+					t.Fatalf("LoadTxnRows %d, gather %v: first write not applied in 10s", tc.txnRows, tc.gather)
+				}
 			}
 		}
 		close(release)
