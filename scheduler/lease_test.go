@@ -40,7 +40,9 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // watermark, once; runs of this scheduler keep their renewed leases.
 func TestExpiredLeaseTakenOver(t *testing.T) {
 	f := newFixture(t, 20_000, "api")
-	s, reg := f.leased(t, "me", time.Second)
+	// 3s, not 1s: renewals contend with the import for the store, and a lapsed
+	// lease would get the recovery run itself reaped on a loaded machine.
+	s, reg := f.leased(t, "me", 3*time.Second)
 	if err := s.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -112,6 +112,9 @@ func (f *fixture) events(t *testing.T) int {
 // 50 simultaneous manual triggers make one run; all get its id.
 func TestConcurrentTriggersMakeOneRun(t *testing.T) {
 	f := newFixture(t, 50_000, "api")
+	// Join for a minute, not 2s: on a loaded machine the run could finish and
+	// the 2s pass before a late trigger goroutine runs, which would start a second run.
+	f.sched.opt.JoinWindow = time.Minute
 	if err := f.sched.Start(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -174,6 +177,10 @@ func TestAPILimit(t *testing.T) {
 // either order; a second tick of the same period joins it too.
 func TestTickAndTriggerMakeOneRun(t *testing.T) {
 	f := newFixture(t, 10, "@every 1h")
+	// A fixed mid-hour clock: the two ticks name the same period, and the
+	// trigger joins within the window however slow the machine is.
+	mid := time.Now().Truncate(time.Hour).Add(30 * time.Minute)
+	f.sched.opt.Now = func() time.Time { return mid }
 	f.sched.tick(1, "ev")
 	r, ok, err := f.sched.Trigger(context.Background(), 1, "ev", TriggerAPI, false)
 	if err != nil || ok {

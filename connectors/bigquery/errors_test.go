@@ -31,14 +31,15 @@ func TestErrorsClassified(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	// The client libraries retry 5xx, rate limits and UNAVAILABLE until the
-	// context's deadline: transient by their own account, too.
-	read := func(name string) error {
-		ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	// The REST client retries 5xx and rate limits until the context's
+	// deadline: transient by its own account, too. Those cases get a short
+	// deadline; the others 30s, so a loaded machine cannot turn them into a timeout.
+	read := func(name string, timeout time.Duration) error {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
 		defer cancel()
 		return src.Read(ctx, connectors.ReadRequest{Table: connectors.Table{Name: name}}, func(arrow.RecordBatch) error { return nil })
 	}
-	if err := read("series"); err != nil {
+	if err := read("series", 30*time.Second); err != nil {
 		t.Fatalf("a plain read fails: %v", err)
 	}
 	cases := []struct {
@@ -48,13 +49,14 @@ func TestErrorsClassified(t *testing.T) {
 		permanent bool
 		notFound  bool
 		hint      string // in the message: what to fix
+		retried   bool   // the client retries until the deadline
 	}{
 		{name: "REST 401", rest: always(401, "unauthorized"), permanent: true, hint: "credentials"},
 		{name: "REST 403 accessDenied", rest: always(403, "accessDenied"), permanent: true, hint: "roles/bigquery"},
-		{name: "REST 403 rateLimitExceeded", rest: always(403, "rateLimitExceeded")},
+		{name: "REST 403 rateLimitExceeded", rest: always(403, "rateLimitExceeded"), retried: true},
 		{name: "REST 400 invalid", rest: always(400, "invalid"), permanent: true, hint: "invalid"},
-		{name: "REST 503", rest: always(503, "backendError")},
-		{name: "REST 500", rest: always(500, "internalError")},
+		{name: "REST 503", rest: always(503, "backendError"), retried: true},
+		{name: "REST 500", rest: always(500, "internalError"), retried: true},
 		{name: "gRPC PermissionDenied", grpc: grpcFail("CreateReadSession", codes.PermissionDenied), permanent: true, hint: "readSessionUser"},
 		{name: "gRPC Unauthenticated", grpc: grpcFail("CreateReadSession", codes.Unauthenticated), permanent: true, hint: "credentials"},
 		{name: "gRPC NotFound", grpc: grpcFail("CreateReadSession", codes.NotFound), permanent: true, notFound: true},
@@ -65,7 +67,11 @@ func TestErrorsClassified(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			e.rest.fail, e.srv.Fault = c.rest, c.grpc
 			defer func() { e.rest.fail, e.srv.Fault = nil, nil }()
-			err := read("series")
+			timeout := 30 * time.Second
+			if c.retried {
+				timeout = 3 * time.Second
+			}
+			err := read("series", timeout)
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -79,7 +85,7 @@ func TestErrorsClassified(t *testing.T) {
 	}
 
 	t.Run("missing table", func(t *testing.T) {
-		err := read("nope")
+		err := read("nope", 30*time.Second)
 		if !errors.Is(err, connectors.ErrNotFound) || !connectors.IsPermanent(err) || !strings.Contains(err.Error(), "source.dataset") {
 			t.Errorf("missing table: %v", err)
 		}

@@ -233,16 +233,18 @@ func TestFailureIsolation(t *testing.T) {
 
 func TestMaxDelayGathers(t *testing.T) {
 	rec := setup(t, 0)
-	c := New(rec, Options{MaxDelay: 150 * time.Millisecond})
+	// A long MaxDelay so a stalled test goroutine on a loaded machine cannot
+	// let a's delay run out (and a be written alone) before b arrives.
+	c := New(rec, Options{MaxDelay: time.Second})
 	defer c.Close()
 	ctx := context.Background()
 	start := time.Now()
 	a := commitAsync(ctx, c, batch(1, 2, 0))
-	time.Sleep(20 * time.Millisecond)
+	waitQueued(t, c, 1) // b arrives after a
 	b := commitAsync(ctx, c, batch(1, 2, 100))
 	mustOK(t, <-a, 2, 0)
 	mustOK(t, <-b, 2, 0)
-	if took := time.Since(start); took < 140*time.Millisecond {
+	if took := time.Since(start); took < 950*time.Millisecond {
 		t.Fatalf("first commit returned after %v, before MaxDelay", took)
 	}
 	if w := rec.writes(); len(w) != 1 || len(w[0]) != 2 {

@@ -36,11 +36,16 @@ func TestChunkPool(t *testing.T) {
 	if n := p.idle(); n != 2 {
 		t.Fatalf("%d idle while a chunk is out; want 2 kept", n)
 	}
+	// The last put arms the drop timer; a 50ms keepIdle could fire before
+	// the check below on a loaded machine, so give it a second from here.
+	p.mu.Lock()
+	p.keepIdle = time.Second
+	p.mu.Unlock()
 	p.put(b)
 	if n := p.idle(); n != 3 {
 		t.Fatalf("%d idle; want 3", n)
 	}
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(10 * time.Second)
 	for p.idle() != 0 {
 		if time.Now().After(deadline) {
 			t.Fatalf("%d chunks still idle after keepIdle", p.idle())
