@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -74,11 +75,15 @@ func benchMigration(b *testing.B, users int, open bool) {
 	srv := amptest.New(testKey, testSecret)
 	defer srv.Close()
 	srv.PartitionSize, srv.Cache = 20_000, true
+	var sample [][]byte // for the yardstick
 	for i := range n {
 		at := hour(1, 0).Add(time.Duration(i) * (24 * time.Hour / n))
 		line := benchLine(i, at)
 		line = bytes.Replace(line, fmt.Appendf(nil, `"user_id":"user-%d"`, i%5000), fmt.Appendf(nil, `"user_id":"user-%d"`, i%users), 1)
 		srv.AddLine(at, line)
+		if i%10 == 0 {
+			sample = append(sample, line)
+		}
 	}
 	// One project per run: into an open store the same events twice would
 	// be duplicates (a fresh store may reuse projects: runs wrap around).
@@ -159,10 +164,33 @@ func benchMigration(b *testing.B, users int, open bool) {
 		b.StartTimer()
 	}
 	// Over all timed runs, not the last one's alone.
-	b.ReportMetric(float64(b.N*n)/elapsed.Seconds(), "events/s")
+	rate := float64(b.N*n) / elapsed.Seconds()
+	b.ReportMetric(rate, "events/s")
+	b.StopTimer()
+	// The machine's speed drifts between sessions by a third and more; a
+	// yardstick measured in the same run tells a slower machine from a
+	// slower build (as integration/loadgen's).
+	b.ReportMetric(rate/decodeOnly(sample), "÷decode-only")
 	// The steadier figure on a shared machine: other processes stretch the
 	// wall clock, not this process's CPU time.
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*n), "cpu-µs/event")
+}
+
+// decodeOnly is the yardstick: lines/s that one goroutine achieves just
+// decoding export lines with encoding/json into maps, for half a second.
+func decodeOnly(lines [][]byte) float64 {
+	n := 0
+	start := time.Now()
+	for time.Since(start) < time.Second/2 {
+		for _, l := range lines {
+			var v map[string]any
+			if err := json.Unmarshal(l, &v); err != nil {
+				panic(err)
+			}
+			n++
+		}
+	}
+	return float64(n) / time.Since(start).Seconds()
 }
 
 // The archive reader alone: a zip of hourly gzipped NDJSON files (as the
