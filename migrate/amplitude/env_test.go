@@ -128,6 +128,8 @@ type env struct {
 	http     *httptest.Server
 	logs     *bytes.Buffer
 	began    time.Time
+	// later moves the service's clock ahead (read at every call).
+	later time.Duration
 	// statusUser is the Basic-auth user of GETs: "" the job's project
 	// token, "-" no credentials.
 	statusUser string
@@ -173,7 +175,7 @@ func (e *env) open() {
 	}
 	cfg := Config{
 		Store: s, Jobs: jobs, Projects: auth.New(e.cfg, time.Now), Region: e.cfg.Region,
-		Now:     func() time.Time { return testNow.Add(time.Since(e.began)) },
+		Now:     func() time.Time { return testNow.Add(e.later + time.Since(e.began)) },
 		Logger:  slog.New(slog.NewTextHandler(e.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 		BaseURL: e.srv.URL, EUBaseURL: e.srv.URL, TempDir: e.dir, Backoff: quickBackoff,
 		BatchSize: 50, ProfileMemory: 2 << 10, EstimateSamples: 6,

@@ -66,8 +66,20 @@ type Job struct {
 	Sealed string `json:"sealed_credentials,omitempty"`
 	// KeyFingerprint matches a new request to this job (see fingerprint).
 	KeyFingerprint string `json:"key_fingerprint"`
+	// Asked is the range as the request wrote it. One without dates, with
+	// START_DATE alone or ending today resolves to other hours once the
+	// clock passes the next one, and the same request posted again must
+	// still find this job to resume it (it then keeps its own hours). Nil
+	// in a job saved before the field existed: that one matches by hours.
+	Asked *askedRange `json:"asked,omitempty"`
 	// Profiles is the state of the per-user latest-event spill.
 	Profiles profileState `json:"profile_runs"`
+}
+
+// askedRange is a request's START_DATE and END_DATE ("" when left out).
+type askedRange struct {
+	Start string `json:"start_date"`
+	End   string `json:"end_date"`
 }
 
 // Counts are a job's (or a dry run's) event and profile tallies.

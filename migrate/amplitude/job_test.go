@@ -193,6 +193,74 @@ func (s *stopAfter) Write(ctx context.Context, b []store.Batch) (store.WriteResu
 	return s.Store.Write(ctx, b)
 }
 
+// A request whose dates are relative to now (none: the last 30 days;
+// START_DATE alone: up to now) resolves to other hours an hour later. The
+// same request posted again after a restart still finds the interrupted
+// job and resumes it over its own hours, rather than starting a second
+// job that exports everything again and leaves the first one waiting.
+func TestMigrationResumeRelativeRange(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		body  func() map[string]any
+		hours int
+	}{
+		{"no dates", func() map[string]any {
+			b := request()
+			delete(b, "START_DATE")
+			delete(b, "END_DATE")
+			return b
+		}, 30 * 24},
+		{"start only", func() map[string]any {
+			b := request()
+			delete(b, "END_DATE")
+			return b
+		}, 9 * 24}, // 2024-03-01 up to the last hour before testNow (03-10)
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			e.wrap = func(st store.Store) store.Store {
+				w := &stopAfter{Store: st}
+				w.n.Store(20)
+				w.stop = func() { e.svc.Close() }
+				return w
+			}
+			e.restart()
+			code, body := e.do("POST", "/amplitude", tc.body())
+			if code != 202 {
+				t.Fatalf("POST: %d %v", code, body)
+			}
+			id := body["job_id"].(string)
+			if st := e.wait(id); st.State != Exporting || st.HoursTotal != tc.hours {
+				t.Fatalf("after the stop: %+v", st)
+			}
+			e.wrap = nil
+			e.later = 2 * time.Hour // the range the body names has moved on
+			e.noResume = true       // as the CLI runs it
+			e.restart()
+			code, body = e.do("POST", "/amplitude", tc.body())
+			if code != 202 || body["job_id"] != id {
+				t.Fatalf("re-POST: %d %v (want job %s)", code, body, id)
+			}
+			st := e.wait(id)
+			if st.State != Succeeded || st.HoursTotal != tc.hours || st.HoursDone != tc.hours ||
+				st.EventsImported != int64(e.fx.valid) || st.ProfilesUpdated != fixtureUsers {
+				t.Fatalf("resumed: %+v", st)
+			}
+			e.checkStored()
+			// A finished job is not resumed: the same body now starts a new
+			// one over the hours it names today.
+			code, body = e.do("POST", "/amplitude", tc.body())
+			if code != 202 || body["job_id"] == id {
+				t.Fatalf("POST after success: %d %v", code, body)
+			}
+			if st := e.wait(body["job_id"].(string)); st.State != Succeeded || st.EventsDuplicate != int64(e.fx.valid) {
+				t.Fatalf("second job: %+v", st)
+			}
+			e.checkStored()
+		})
+	}
+}
+
 // A job stopped mid-range resumes after a restart at the first hour not
 // done, with credentials sealed in its file: the project ends with exactly
 // one copy of every event and the profiles of every user, though the

@@ -275,10 +275,12 @@ func (s *Service) Submit(ctx context.Context, req Request) (Status, error) {
 			s.jobs[j.ID] = &jobRun{job: j}
 		}
 	}
+	asked := askedRange{Start: req.StartDate, End: req.EndDate}
 	for _, jr := range s.jobs {
 		jr.mu.Lock()
 		j := jr.job
-		same := !j.State.Final() && j.ProjectID == t.project.ID && j.Start.Equal(t.start) && j.End.Equal(t.end) &&
+		sameRange := j.Start.Equal(t.start) && j.End.Equal(t.end) || j.Asked != nil && *j.Asked == asked
+		same := !j.State.Final() && j.ProjectID == t.project.ID && sameRange &&
 			j.Region == t.region && j.KeyFingerprint == req.Credentials.fingerprint(j.ID)
 		if !same {
 			jr.mu.Unlock()
@@ -308,7 +310,7 @@ func (s *Service) Submit(ctx context.Context, req Request) (Status, error) {
 	j := &Job{
 		ID: id, ProjectID: t.project.ID, Start: t.start, End: t.end, Region: t.region, State: Queued,
 		HoursTotal: hoursIn(t.start, t.end), CreatedAt: now, UpdatedAt: now,
-		KeyFingerprint: req.Credentials.fingerprint(id), Sealed: s.sealFor(id, req.Credentials),
+		KeyFingerprint: req.Credentials.fingerprint(id), Sealed: s.sealFor(id, req.Credentials), Asked: &asked,
 	}
 	if err := s.cfg.Jobs.Save(ctx, j); err != nil {
 		return Status{}, err
