@@ -51,29 +51,11 @@ func migrateAmplitude(t *testing.T, s *server, amp *amptest.Server, day time.Tim
 	if r.Status != http.StatusAccepted {
 		t.Fatalf("POST /amplitude: %s", r)
 	}
-	var st struct {
-		StatusURL string `json:"status_url"`
-		State     string `json:"state"`
-		Error     string `json:"error"`
-		Imported  int64  `json:"events_imported"`
-	}
+	var st migrationStatus
 	if err := json.Unmarshal(r.Body, &st); err != nil || st.StatusURL == "" {
 		t.Fatalf("POST /amplitude body %s (%v)", r.Body, err)
 	}
-	for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
-		r = s.do(t, request{Method: http.MethodGet, Path: st.StatusURL, Auth: asSecret})
-		if err := json.Unmarshal(r.Body, &st); err != nil || r.Status != http.StatusOK {
-			t.Fatalf("job status %s: %v", r, err)
-		}
-		switch st.State {
-		case "succeeded":
-			return st.Imported
-		case "failed":
-			t.Fatalf("migration failed: %s", st.Error)
-		}
-	}
-	t.Fatalf("migration not finished after 2 minutes: %s", r)
-	return 0
+	return waitMigration(t, s, st.StatusURL).Imported
 }
 
 func TestUsageBySource(t *testing.T) {
