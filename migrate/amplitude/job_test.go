@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,15 +183,55 @@ type stopAfter struct {
 	store.Store
 	n    atomic.Int32
 	stop func()
+	// profiles counts only writes of profile updates: events pass.
+	profiles bool
 }
 
 func (s *stopAfter) Write(ctx context.Context, b []store.Batch) (store.WriteResult, error) {
+	if s.profiles && !slices.ContainsFunc(b, func(b store.Batch) bool { return len(b.Profiles) > 0 }) {
+		return s.Store.Write(ctx, b)
+	}
 	if s.n.Add(-1) < 0 {
 		go s.stop()
 		<-ctx.Done()
 		return store.WriteResult{}, ctx.Err()
 	}
 	return s.Store.Write(ctx, b)
+}
+
+// A job stopped while it writes the profiles (state loading: every hour
+// done) resumes after a restart with the profiles alone: nothing is
+// exported again, and every user gets its profile once.
+func TestMigrationResumesLoading(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.CredentialKey = make([]byte, KeySize) })
+	e.wrap = func(st store.Store) store.Store {
+		w := &stopAfter{Store: st, profiles: true}
+		w.stop = func() { e.svc.Close() }
+		return w
+	}
+	e.restart()
+	code, body := e.do("POST", "/amplitude", request())
+	if code != 202 {
+		t.Fatalf("POST: %d %v", code, body)
+	}
+	id := body["job_id"].(string)
+	if st := e.wait(id); st.State != Loading || st.HoursDone != 96 || st.ProfilesUpdated != 0 {
+		t.Fatalf("after the stop: %+v", st)
+	}
+	if got := e.profiles(); len(got) != 0 {
+		t.Fatalf("%d profiles written before the stop", len(got))
+	}
+	fetched := len(e.srv.Requests())
+	e.wrap = nil
+	e.restart() // Resume picks the job up by itself
+	st := e.wait(id)
+	if st.State != Succeeded || st.EventsImported != int64(e.fx.valid) || st.ProfilesUpdated != fixtureUsers {
+		t.Fatalf("resumed job: %+v", st)
+	}
+	if n := len(e.srv.Requests()); n != fetched {
+		t.Fatalf("the resumed load asked Amplitude %d more times", n-fetched)
+	}
+	e.checkStored()
 }
 
 // A request whose dates are relative to now (none: the last 30 days;
