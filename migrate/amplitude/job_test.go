@@ -199,22 +199,32 @@ func (s *stopAfter) Write(ctx context.Context, b []store.Batch) (store.WriteResu
 	return s.Store.Write(ctx, b)
 }
 
+// postStopped posts body to a service whose store lets n writes through
+// (only profile writes count when profiles is set) and then stops the
+// service, as a restart in the middle of the job would; it returns the
+// job's id once the job has stopped.
+func (e *env) postStopped(body map[string]any, n int32, profiles bool) string {
+	e.t.Helper()
+	e.wrap = func(st store.Store) store.Store {
+		w := &stopAfter{Store: st, profiles: profiles, stop: func() { e.svc.Close() }}
+		w.n.Store(n)
+		return w
+	}
+	e.restart()
+	code, resp := e.do("POST", "/amplitude", body)
+	if code != 202 {
+		e.t.Fatalf("POST: %d %v", code, resp)
+	}
+	e.wrap = nil // the next open is a plain restart
+	return resp["job_id"].(string)
+}
+
 // A job stopped while it writes the profiles (state loading: every hour
 // done) resumes after a restart with the profiles alone: nothing is
 // exported again, and every user gets its profile once.
 func TestMigrationResumesLoading(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.CredentialKey = make([]byte, KeySize) })
-	e.wrap = func(st store.Store) store.Store {
-		w := &stopAfter{Store: st, profiles: true}
-		w.stop = func() { e.svc.Close() }
-		return w
-	}
-	e.restart()
-	code, body := e.do("POST", "/amplitude", request())
-	if code != 202 {
-		t.Fatalf("POST: %d %v", code, body)
-	}
-	id := body["job_id"].(string)
+	id := e.postStopped(request(), 0, true)
 	if st := e.wait(id); st.State != Loading || st.HoursDone != 96 || st.ProfilesUpdated != 0 {
 		t.Fatalf("after the stop: %+v", st)
 	}
@@ -222,7 +232,6 @@ func TestMigrationResumesLoading(t *testing.T) {
 		t.Fatalf("%d profiles written before the stop", len(got))
 	}
 	fetched := len(e.srv.Requests())
-	e.wrap = nil
 	e.restart() // Resume picks the job up by itself
 	st := e.wait(id)
 	if st.State != Succeeded || st.EventsImported != int64(e.fx.valid) || st.ProfilesUpdated != fixtureUsers {
@@ -259,26 +268,14 @@ func TestMigrationResumeRelativeRange(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, nil)
-			e.wrap = func(st store.Store) store.Store {
-				w := &stopAfter{Store: st}
-				w.n.Store(20)
-				w.stop = func() { e.svc.Close() }
-				return w
-			}
-			e.restart()
-			code, body := e.do("POST", "/amplitude", tc.body())
-			if code != 202 {
-				t.Fatalf("POST: %d %v", code, body)
-			}
-			id := body["job_id"].(string)
+			id := e.postStopped(tc.body(), 20, false)
 			if st := e.wait(id); st.State != Exporting || st.HoursTotal != tc.hours {
 				t.Fatalf("after the stop: %+v", st)
 			}
-			e.wrap = nil
 			e.later = 2 * time.Hour // the range the body names has moved on
 			e.noResume = true       // as the CLI runs it
 			e.restart()
-			code, body = e.do("POST", "/amplitude", tc.body())
+			code, body := e.do("POST", "/amplitude", tc.body())
 			if code != 202 || body["job_id"] != id {
 				t.Fatalf("re-POST: %d %v (want job %s)", code, body, id)
 			}
@@ -310,18 +307,7 @@ func TestMigrationResumeRelativeRange(t *testing.T) {
 func TestMigrationResumesAfterRestart(t *testing.T) {
 	key := make([]byte, KeySize)
 	e := newEnv(t, func(c *Config) { c.CredentialKey = key })
-	e.wrap = func(st store.Store) store.Store {
-		w := &stopAfter{Store: st}
-		w.n.Store(15) // ~400 events a day in batches of 50: mid second day
-		w.stop = func() { e.svc.Close() }
-		return w
-	}
-	e.restart()
-	code, body := e.do("POST", "/amplitude", request())
-	if code != 202 {
-		t.Fatalf("POST: %d %v", code, body)
-	}
-	id := body["job_id"].(string)
+	id := e.postStopped(request(), 15, false) // ~400 events a day in batches of 50: mid second day
 	mid := e.wait(id)
 	if mid.State != Exporting || mid.HoursDone != 24 {
 		t.Fatalf("after the stop: %+v", mid)
@@ -335,7 +321,6 @@ func TestMigrationResumesAfterRestart(t *testing.T) {
 		t.Fatalf("%d events written before the stop", written)
 	}
 
-	e.wrap = nil
 	e.close()
 	// The range fetched ahead when the job stopped was discarded with
 	// its download.
@@ -367,20 +352,8 @@ func TestMigrationResumesAfterRestart(t *testing.T) {
 // id, also in a process that never called Resume.
 func TestMigrationResumeNeedsCredentials(t *testing.T) {
 	e := newEnv(t, nil)
-	e.wrap = func(st store.Store) store.Store {
-		w := &stopAfter{Store: st}
-		w.n.Store(20)
-		w.stop = func() { e.svc.Close() }
-		return w
-	}
-	e.restart()
-	code, body := e.do("POST", "/amplitude", request())
-	if code != 202 {
-		t.Fatalf("POST: %d %v", code, body)
-	}
-	id := body["job_id"].(string)
+	id := e.postStopped(request(), 20, false)
 	e.wait(id)
-	e.wrap = nil
 	e.restart()
 	st := e.wait(id)
 	if st.State != Exporting || !st.NeedsCredentials {
@@ -399,7 +372,7 @@ func TestMigrationResumeNeedsCredentials(t *testing.T) {
 	if code, body := e.do("POST", "/amplitude", other); code != 401 {
 		t.Fatalf("wrong key: %d %v", code, body)
 	}
-	code, body = e.do("POST", "/amplitude", request())
+	code, body := e.do("POST", "/amplitude", request())
 	if code != 202 || body["job_id"] != id {
 		t.Fatalf("re-POST: %d %v (want job %s)", code, body, id)
 	}
