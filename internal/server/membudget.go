@@ -83,8 +83,7 @@ func NewSyncBudget(total int64) MemoryBudget {
 // exits: ~0.65 s of a 1M-row sync's 3.8 s with 128MB. A loader that
 // kept so close behind would commit a few thousand rows at a time, so
 // it gathered whole transactions (every loader now does). The low lag
-// with gathering against neither,
-// alternated on syncbench tables, wall time: 1M rows 3.32/3.34/3.39 s
+// with gathering against neither, alternated on syncbench tables, wall time: 1M rows 3.32/3.34/3.39 s
 // against 3.78/3.56/3.98 s, 5M rows 16.48/16.34 s against 17.87/16.34 s,
 // peak RSS 5-8 MiB lower.
 const syncLoaderLag = 16 << 20
