@@ -196,7 +196,7 @@ func (t *transformer) take(bit uint64) bool {
 
 // claim reports whether name is still free in the current record and
 // takes it. A record's ~40 fixed names cost a bit each instead of a hash
-// and a probe (BenchmarkTransformValidate: see README).
+// and a probe (BenchmarkTransformValidate: see docs/benchmarks.md).
 func (t *transformer) claim(name []byte) bool {
 	if bit := t.fixed.lookup(name); bit >= 0 {
 		return t.take(1 << bit)

@@ -66,7 +66,7 @@ func BenchmarkWrite(b *testing.B) { benchWrite(b, 0) }
 func BenchmarkWriteAt1M(b *testing.B) { benchWrite(b, 1_000_000) }
 
 // BenchmarkKeyLoad measures Open on a file holding many dedupable events
-// (1M by default; TRIBUTARY_KEYLOAD=10000000 for the figure in the README).
+// (1M by default; TRIBUTARY_KEYLOAD=10000000 for the figure in docs/benchmarks.md).
 func BenchmarkKeyLoad(b *testing.B) {
 	n, _ := strconv.Atoi(os.Getenv("TRIBUTARY_KEYLOAD"))
 	if n <= 0 {
