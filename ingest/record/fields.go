@@ -20,8 +20,8 @@ const (
 	// a number; a number out of range gets a message naming the range.
 	msgTime       = "'properties.time' is invalid: must be specified as seconds since epoch"
 	msgTimeBefore = "'properties.time' is invalid: before 1971-01-01; send seconds or milliseconds since epoch"
-	msgDistinct = "'properties.distinct_id' is invalid: must be a string"
-	msgInsertID = "'properties.$insert_id' is invalid: must be 1 to 36 characters of A-Z, a-z, 0-9 or '-', and not a placeholder value"
+	msgDistinct   = "'properties.distinct_id' is invalid: must be a string"
+	msgInsertID   = "'properties.$insert_id' is invalid: must be 1 to 36 characters of A-Z, a-z, 0-9 or '-', and not a placeholder value"
 )
 
 // NilUUID is the one placeholder of UUID shape: an encoder that derives
