@@ -181,7 +181,11 @@ func msgFuture(aheadMs int64) string {
 	if aheadMs < 0 || aheadMs > 100*365*24*3600*1000 {
 		return rule
 	}
-	return rule + " (" + time.Duration(aheadMs*int64(time.Millisecond)).String() + " ahead)"
+	ahead := time.Duration(aheadMs) * time.Millisecond
+	if ahead >= maxAheadMs*time.Millisecond+time.Second { // whole seconds read better
+		ahead = ahead.Round(time.Second)
+	}
+	return rule + " (" + ahead.String() + " ahead)"
 }
 
 // distinctID applies the distinct_id rules and returns a copy of the id.
