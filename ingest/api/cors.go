@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -86,22 +87,21 @@ func (s *Server) cors(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
-// preflightHeaders allows the headers a preflight asks for (the SDK's
-// xhr_headers option may add any), except credentials: a secret has no
-// business in a browser, so Authorization is never allowed cross-origin.
+// preflightHeaders allows the headers the SDKs send and any other a
+// preflight asks for (the SDK's xhr_headers option may add any), except
+// credentials: a secret has no business in a browser, so Authorization is
+// never allowed cross-origin.
 func preflightHeaders(requested string) string {
-	var out []string
+	out := corsDefaultHeaders
 	for _, h := range strings.Split(requested, ",") {
 		h = strings.TrimSpace(h)
-		if h == "" || !isToken(h) || strings.EqualFold(h, "Authorization") || strings.EqualFold(h, "Cookie") {
+		if h == "" || !isToken(h) || strings.EqualFold(h, "Authorization") || strings.EqualFold(h, "Cookie") ||
+			slices.ContainsFunc(strings.Split(out, ", "), func(a string) bool { return strings.EqualFold(a, h) }) {
 			continue
 		}
-		out = append(out, h)
+		out += ", " + h
 	}
-	if len(out) == 0 {
-		return corsDefaultHeaders
-	}
-	return strings.Join(out, ", ")
+	return out
 }
 
 // isToken reports whether s is an HTTP token (RFC 9110 §5.6.2), so an
