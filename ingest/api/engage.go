@@ -204,6 +204,9 @@ func refuseProfileOrigins(w http.ResponseWriter, r *http.Request, parts []*profi
 	if r.Header.Get("Origin") == "" || len(parts) == 0 {
 		return parts, fails
 	}
+	if !slices.ContainsFunc(parts, func(pp *profileProject) bool { return originRefusal(r, pp.project) != "" }) {
+		return parts, fails // the common case: no project restricts origins
+	}
 	kept := parts[:0:0]
 	for _, pp := range parts {
 		msg := originRefusal(r, pp.project)

@@ -241,6 +241,9 @@ func refuseOrigins(w http.ResponseWriter, r *http.Request, groups []*trackGroup,
 	if r.Header.Get("Origin") == "" || len(groups) == 0 {
 		return groups, fails
 	}
+	if !slices.ContainsFunc(groups, func(g *trackGroup) bool { return originRefusal(r, g.project) != "" }) {
+		return groups, fails // the common case: no project restricts origins
+	}
 	kept := groups[:0:0]
 	for _, g := range groups {
 		msg := originRefusal(r, g.project)
