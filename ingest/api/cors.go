@@ -81,6 +81,11 @@ func (s *Server) cors(h http.HandlerFunc) http.HandlerFunc {
 			hdr.Set("Access-Control-Allow-Methods", corsMethods)
 			hdr.Set("Access-Control-Allow-Headers", preflightHeaders(r.Header.Get("Access-Control-Request-Headers")))
 			hdr.Set("Access-Control-Max-Age", corsMaxAge)
+			// Chrome asks before a public page may call a server on a
+			// private network, a common home for a self-hosted server.
+			if r.Header.Get("Access-Control-Request-Private-Network") == "true" {
+				hdr.Set("Access-Control-Allow-Private-Network", "true")
+			}
 		}
 		hdr.Set("Content-Length", "0")
 		w.WriteHeader(http.StatusOK)
