@@ -88,6 +88,7 @@ type projectConfig struct {
 	ServiceAccounts []saConfig       `yaml:"service_accounts,omitempty"`
 	RateLimit       *rateLimitConfig `yaml:"rate_limit,omitempty"`
 	LookupTables    []lookupConfig   `yaml:"lookup_tables,omitempty"`
+	CORSOrigins     []string         `yaml:"cors_allowed_origins,omitempty"`
 }
 
 type lookupConfig struct {

@@ -70,6 +70,18 @@ func legacyData(form, query url.Values) ([]byte, error) {
 	return nil, fmt.Errorf("%w: data is neither JSON nor base64-encoded JSON", errBadBody)
 }
 
+// formBody reports whether a body is form-encoded whatever its
+// Content-Type says: navigator.sendBeacon (mixpanel-browser's transport on
+// page unload) posts "data=…" as text/plain, and some clients send no
+// type. A JSON body starts with '[' or '{', never with a form field.
+func formBody(raw []byte) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	if len(t) == 0 || t[0] == '[' || t[0] == '{' {
+		return false
+	}
+	return bytes.HasPrefix(t, []byte("data=")) || bytes.Contains(t, []byte("&data="))
+}
+
 func isForm(r *http.Request) bool {
 	ct := strings.ToLower(r.Header.Get("Content-Type"))
 	return strings.HasPrefix(ct, "application/x-www-form-urlencoded")

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/ingest/store"
@@ -45,7 +46,13 @@ func (s *Server) handleProfiles(kind profile.Kind) http.HandlerFunc {
 			s.trackRejected(w, tr.verbose, err)
 			return
 		}
-		parts, failures := s.parseProfiles(kind, recs)
+		cred := credentialProject{s: s, r: r}
+		parts, failures := s.parseProfiles(kind, recs, &cred)
+		if cred.unavailable {
+			writeTrackError(w, http.StatusServiceUnavailable, "credentials cannot be checked now; retry")
+			return
+		}
+		parts, failures = refuseProfileOrigins(w, r, parts, failures)
 		for _, pp := range parts {
 			if pp.project.Region != s.cfg.Region {
 				writeTrackError(w, http.StatusForbidden, residencyMessage(pp.project, s.cfg.Region))
@@ -96,10 +103,11 @@ func (s *Server) handleProfiles(kind profile.Kind) http.HandlerFunc {
 }
 
 // parseProfiles parses each update and sorts it by the project its
-// $token names.
-func (s *Server) parseProfiles(kind profile.Kind, recs [][]byte) ([]*profileProject, []record.Failure) {
+// $token names, or, without $token, the project the request's
+// credentials name (cred).
+func (s *Server) parseProfiles(kind profile.Kind, recs [][]byte, cred *credentialProject) ([]*profileProject, []record.Failure) {
 	var (
-		ps     profile.Parser
+		ps     = profile.Parser{NoToken: true} // checked below, against cred
 		parts  []*profileProject
 		failed []record.Failure
 	)
@@ -115,8 +123,16 @@ func (s *Server) parseProfiles(kind profile.Kind, recs [][]byte) ([]*profileProj
 			failed = append(failed, profileFailure(i, err))
 			continue
 		}
-		proj, ok := s.auth.ProjectByToken(u.Token)
-		if !ok {
+		var proj *config.Project
+		if u.Token == "" {
+			var why string
+			if proj, why = cred.project(); proj == nil {
+				failed = append(failed, record.Failure{Index: i, Field: "$token", Message: "'$token' is invalid: " + why})
+				continue
+			}
+		} else if p, ok := s.auth.ProjectByToken(u.Token); ok {
+			proj = p
+		} else {
 			failed = append(failed, record.Failure{Index: i, Field: "$token", Message: "'$token' is invalid: not the token of any project on this server"})
 			continue
 		}
@@ -141,4 +157,69 @@ func profileFailure(i int, err error) record.Failure {
 		f.Field, f.Message = fe.Field, fe.Message
 	}
 	return f
+}
+
+// credentialProject is the project a /engage or /groups request's
+// credentials name, for updates without $token: mixpanel-import leaves it
+// out when it authenticates with the API secret or a service account.
+// The credentials are checked once, when the first such update needs
+// them; an update with $token never looks at them (the Node SDK sends its
+// secret to every endpoint).
+type credentialProject struct {
+	s           *Server
+	r           *http.Request
+	done        bool
+	proj        *config.Project
+	why         string // why there is no project
+	unavailable bool   // the credential store did not answer: 503
+}
+
+func (c *credentialProject) project() (*config.Project, string) {
+	if c.done {
+		return c.proj, c.why
+	}
+	c.done = true
+	const need = "missing; send the project token in $token, or authenticate the request with the project's API secret or a service account"
+	if c.r.Header.Get("Authorization") == "" {
+		c.why = need
+		return nil, c.why
+	}
+	p, err := c.s.auth.Request(c.r, auth.Allowed{Secret: true, Token: true, ServiceAccount: true, OAuth: true})
+	switch {
+	case errors.Is(err, auth.ErrUnavailable):
+		c.s.log.Warn("authentication unavailable", "err", err)
+		c.unavailable, c.why = true, "credentials cannot be checked now"
+	case err != nil:
+		c.why = need + "; the request's credentials were refused: " + err.Error()
+	case !p.CanWrite():
+		c.why = fmt.Sprintf("missing, and service account %q has role %s in project %d; writing needs owner or admin", p.Account, p.Role, p.Project.ID)
+	default:
+		c.proj = p.Project
+	}
+	return c.proj, c.why
+}
+
+// refuseProfileOrigins is refuseOrigins for profile updates.
+func refuseProfileOrigins(w http.ResponseWriter, r *http.Request, parts []*profileProject, fails []record.Failure) ([]*profileProject, []record.Failure) {
+	if r.Header.Get("Origin") == "" || len(parts) == 0 {
+		return parts, fails
+	}
+	if !slices.ContainsFunc(parts, func(pp *profileProject) bool { return originRefusal(r, pp.project) != "" }) {
+		return parts, fails // the common case: no project restricts origins
+	}
+	kept := parts[:0:0]
+	for _, pp := range parts {
+		msg := originRefusal(r, pp.project)
+		if msg == "" {
+			kept = append(kept, pp)
+			continue
+		}
+		for _, u := range pp.batch.Profiles {
+			fails = append(fails, record.Failure{Index: u.Ref, Field: "$token", Message: "'$token' is invalid: " + msg})
+		}
+	}
+	if len(kept) == 0 {
+		withdrawCORS(w)
+	}
+	return kept, fails
 }

@@ -25,8 +25,15 @@ const (
 var importAuth = auth.Allowed{Secret: true, Token: true, ServiceAccount: true, OAuth: true}
 
 // importMode says how the request wants to be validated and answered.
+//
+// A JSON body is answered with the JSON bodies whatever strict says
+// (mixpanel-go and mixpanel-import decode num_records_imported from
+// both); strict=0 only relaxes validation, and its 200 also lists what
+// failed. A form body (data=, in the body or the query; the Node SDK's
+// import() sends GET /import?data=…) is answered 1/0 as the legacy SDKs
+// expect, unless it asks for strict=1.
 type importMode struct {
-	strict  bool // validate and answer with the strict JSON bodies
+	strict  bool // strict validation (lenient: coerce where possible)
 	legacy  bool // answer 1/0 or {"status","error"}
 	form    bool // data= parameter instead of a raw body
 	verbose bool
@@ -35,16 +42,24 @@ type importMode struct {
 
 func modeOf(r *http.Request) importMode {
 	q := r.URL.Query()
-	m := importMode{form: isForm(r) || (r.ContentLength == 0 && q.Get("data") != ""), ndjson: isNDJSON(r)}
+	m := importMode{ndjson: isNDJSON(r)}
+	m.form = isForm(r) || r.Method == http.MethodGet || (r.ContentLength == 0 && q.Get("data") != "")
 	m.verbose = q.Get("verbose") == "1"
 	m.strict = q.Get("strict") != "0" && !m.form
-	m.legacy = !m.strict
+	m.legacy = m.form && !m.strict
 	return m
 }
 
+// asForm switches a request whose body turned out to be form-encoded
+// (text/plain as sendBeacon sends it, or no Content-Type) to the form
+// mode, as if it had said so.
+func (m *importMode) asForm() {
+	m.form, m.ndjson, m.strict, m.legacy = true, false, false, true
+}
+
 func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
-	if r.Method != http.MethodPost {
-		writeError(w, http.StatusMethodNotAllowed, "use POST")
+	if r.Method != http.MethodPost && r.Method != http.MethodGet {
+		writeError(w, http.StatusMethodNotAllowed, "use POST, or GET with the data= parameter")
 		return
 	}
 	p, ok := s.authorize(w, r, importAuth, true)
@@ -61,6 +76,9 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body := buf.Bytes()
+	if !mode.form && formBody(body) {
+		mode.asForm()
+	}
 	if mode.form {
 		form, err := url.ParseQuery(string(body))
 		if err != nil {
@@ -138,6 +156,8 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		writeLegacy(w, mode.verbose, accepted > 0, msg)
 	case len(failures) == 0:
 		writeJSON(w, http.StatusOK, strictOK{Code: 200, Imported: accepted, Status: "OK"})
+	case !mode.strict:
+		writeJSON(w, http.StatusOK, lenientOK{Code: 200, Imported: accepted, Status: "OK", Failed: failures})
 	default:
 		writeJSON(w, http.StatusBadRequest, strictInvalid{
 			Code: 400, Error: "some data points in the request failed validation", Status: "Bad Request",

@@ -24,6 +24,15 @@ type strictOK struct {
 	Status   string `json:"status"`
 }
 
+// lenientOK answers a strict=0 JSON request in which some records
+// failed: the documented 200 body plus the records that were dropped.
+type lenientOK struct {
+	Code     int              `json:"code"`
+	Imported int              `json:"num_records_imported"`
+	Status   string           `json:"status"`
+	Failed   []record.Failure `json:"failed_records"`
+}
+
 type strictInvalid struct {
 	Code     int              `json:"code"`
 	Error    string           `json:"error"`
@@ -65,12 +74,16 @@ func statusText(code int) string {
 }
 
 // writeLegacy answers the way pre-strict SDKs expect: 1/0, or with
-// verbose=1 {"status":1,"error":null}.
+// verbose=1 {"status":1,"error":null}. A request whose records were only
+// partly valid still has status 1 (the SDKs take 0 for a request that
+// failed as a whole), and its error says what failed.
 func writeLegacy(w http.ResponseWriter, verbose, ok bool, msg string) {
 	if verbose {
 		body := legacyVerbose{Status: 1}
 		if !ok {
 			body.Status = 0
+		}
+		if msg != "" || !ok {
 			body.Error = &msg
 		}
 		writeJSON(w, http.StatusOK, body)

@@ -57,6 +57,8 @@ type Server struct {
 	// invalidates a table after replacing it.
 	enrich *enrich.Enricher
 	sched  *scheduler.Scheduler
+	// corsPolicy: which origins the token endpoints answer (cors.go).
+	corsPolicy corsPolicy
 
 	bufs     sync.Pool // *bytes.Buffer request bodies
 	decoders sync.Pool // *decodeState
@@ -100,6 +102,7 @@ func New(d Deps) *Server {
 		sched: d.Scheduler,
 	}
 	s.enrich = enrich.New(d.Store, d.Logger)
+	s.corsPolicy = newCORSPolicy(d.Config.Projects)
 	s.bufs.New = func() any { return new(bytes.Buffer) }
 	s.decoders.New = func() any { return new(decodeState) }
 	reg := d.Metrics
@@ -123,11 +126,17 @@ func (s *Server) Handler() http.Handler {
 	route := func(pattern, name string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.instrument(name, h))
 	}
-	route("/import", "import", s.handleImport)
+	// The ingestion endpoints answer with and without a trailing slash:
+	// mixpanel-browser's default routes are track/, engage/ and groups/.
+	ingest := func(path, name string, h http.HandlerFunc) {
+		route(path, name, h)
+		route(path+"/{$}", name, h)
+	}
+	ingest("/import", "import", s.handleImport)
 	// Token-authenticated endpoints that browser SDKs call cross-origin.
-	route("/track", "track", cors(s.handleTrack))
-	route("/engage", "engage", cors(s.handleProfiles(profile.User)))
-	route("/groups", "groups", cors(s.handleProfiles(profile.Group)))
+	ingest("/track", "track", s.cors(s.handleTrack))
+	ingest("/engage", "engage", s.cors(s.handleProfiles(profile.User)))
+	ingest("/groups", "groups", s.cors(s.handleProfiles(profile.Group)))
 	route("/api/2.0/export", "export", s.handleExport)
 	s.queryRoutes(route)
 	s.appRoutes(route)

@@ -42,16 +42,16 @@ type trackRequest struct {
 	ip      string // the request's IP when ip=1, else ""
 }
 
-// parseTrack finds the payload among the four encodings SDKs send: form
-// data= (base64 or raw JSON), GET ?data=, or a plain JSON body. Parameters
-// may come in the query or, for form posts (mixpanel-python), in the form.
+// parseTrack finds the payload among the encodings SDKs send: form data=
+// (base64 or raw JSON; also as text/plain, which sendBeacon sends), GET
+// ?data=, or a plain JSON body. Parameters may come in the query or, for
+// form posts (mixpanel-python), in the form; the rest of what SDKs add
+// (_ cache busters, img, test, callback) is ignored.
 func parseTrack(r *http.Request, raw []byte) (trackRequest, error) {
 	q := r.URL.Query()
 	params := q
 	tr := trackRequest{ndjson: isNDJSON(r)}
-	// A body starting with data= is a form even when the client forgot the
-	// Content-Type: JSON never starts that way.
-	form := r.Method == http.MethodGet || isForm(r) || bytes.HasPrefix(raw, []byte("data=")) ||
+	form := r.Method == http.MethodGet || isForm(r) || formBody(raw) ||
 		(len(bytes.TrimSpace(raw)) == 0 && q.Get("data") != "")
 	if form {
 		var f url.Values
@@ -150,6 +150,7 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 	}
 	total := len(dec.recs)
 	groups, failures := groupByToken(dec.recs, tr.ip, s.auth.ProjectByToken)
+	groups, failures = refuseOrigins(w, r, groups, failures)
 	for _, f := range failures {
 		s.met.rejected.Add(1, "unknown", failureReason(f.Field))
 	}
@@ -230,6 +231,34 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 		msg = fmt.Sprintf("%d of %d records failed validation; first: record %d: %s", len(failures), total, f.Index, f.Message)
 	}
 	writeLegacy(w, tr.verbose, valid > 0, msg)
+}
+
+// refuseOrigins turns the records of projects that do not admit the
+// request's browser origin (cors_allowed_origins) into failures: a form
+// post needs no preflight, so the browser sends it whatever the answer's
+// headers, and the refusal has to happen here.
+func refuseOrigins(w http.ResponseWriter, r *http.Request, groups []*trackGroup, fails []record.Failure) ([]*trackGroup, []record.Failure) {
+	if r.Header.Get("Origin") == "" || len(groups) == 0 {
+		return groups, fails
+	}
+	if !slices.ContainsFunc(groups, func(g *trackGroup) bool { return originRefusal(r, g.project) != "" }) {
+		return groups, fails // the common case: no project restricts origins
+	}
+	kept := groups[:0:0]
+	for _, g := range groups {
+		msg := originRefusal(r, g.project)
+		if msg == "" {
+			kept = append(kept, g)
+			continue
+		}
+		for _, i := range g.idx {
+			fails = append(fails, record.Failure{Index: i, Field: "properties.token", Message: "'properties.token' is invalid: " + msg})
+		}
+	}
+	if len(kept) == 0 {
+		withdrawCORS(w)
+	}
+	return kept, fails
 }
 
 // trackRejected answers a request refused as a whole; nothing was stored.

@@ -1,7 +1,6 @@
 package api
 
 import (
-	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
@@ -93,23 +92,5 @@ func TestDropOld(t *testing.T) {
 	// The change of a dropped event goes with it; the others follow theirs.
 	if len(b.Changes) != 2 || b.Changes[0].Event != 1 || b.Changes[0].Ref != 3 || b.Changes[1].Event != -1 {
 		t.Errorf("changes %+v", b.Changes)
-	}
-}
-
-func TestCORSPreflight(t *testing.T) {
-	called := false
-	h := cors(func(w http.ResponseWriter, r *http.Request) { called = true })
-	w := httptest.NewRecorder()
-	r := httptest.NewRequest(http.MethodOptions, "/track", nil)
-	r.Header.Set("Origin", "https://a.example")
-	h(w, r)
-	if called || w.Code != http.StatusOK || w.Header().Get("Access-Control-Allow-Origin") != "https://a.example" ||
-		w.Header().Get("Access-Control-Allow-Methods") != "GET, POST, OPTIONS" {
-		t.Errorf("preflight: called=%v code %d headers %v", called, w.Code, w.Header())
-	}
-	w = httptest.NewRecorder()
-	h(w, httptest.NewRequest(http.MethodPost, "/track", nil))
-	if !called || w.Header().Get("Access-Control-Allow-Origin") != "*" {
-		t.Errorf("POST without Origin: called=%v headers %v", called, w.Header())
 	}
 }

@@ -1,8 +1,6 @@
 package api
 
 import (
-	"net/http"
-
 	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/valyala/fastjson"
@@ -86,32 +84,4 @@ func failure(i int, v *fastjson.Value, msg string) record.Failure {
 		f.InsertID = string(id.GetStringBytes())
 	}
 	return f
-}
-
-// corsAllowHeaders are the request headers browser SDKs send: mixpanel-js
-// posts form data (Content-Type) and some wrappers add X-Requested-With.
-const corsAllowHeaders = "Content-Type, Content-Encoding, X-Requested-With"
-
-// cors lets browsers call the token-authenticated endpoints from any page:
-// they carry no credentials beyond the public project token, so any origin
-// may send to them. Preflight OPTIONS is answered here, before the handler.
-func cors(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		hdr := w.Header()
-		if origin := r.Header.Get("Origin"); origin != "" {
-			hdr.Set("Access-Control-Allow-Origin", origin)
-			hdr.Add("Vary", "Origin")
-		} else {
-			hdr.Set("Access-Control-Allow-Origin", "*")
-		}
-		if r.Method == http.MethodOptions {
-			hdr.Set("Access-Control-Allow-Methods", "GET, POST, OPTIONS")
-			hdr.Set("Access-Control-Allow-Headers", corsAllowHeaders)
-			hdr.Set("Access-Control-Max-Age", "86400")
-			hdr.Set("Content-Length", "0")
-			w.WriteHeader(http.StatusOK)
-			return
-		}
-		h(w, r)
-	}
 }

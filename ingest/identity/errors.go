@@ -17,8 +17,9 @@ var (
 	// ErrClusterFull: the merge would make a cluster of more than
 	// MaxClusterSize ids. The error is a *ClusterLimitError.
 	ErrClusterFull = errors.New("identity: cluster limit exceeded")
-	// ErrNotUUIDv4: $identify merges only when $anon_id is a UUIDv4.
-	ErrNotUUIDv4 = errors.New("identity: $anon_id is not a UUIDv4")
+	// ErrNotUUIDv4: $identify merges only when $anon_id is a UUIDv4 or a
+	// "$device:" id.
+	ErrNotUUIDv4 = errors.New("identity: $anon_id is neither a UUIDv4 nor a $device: id")
 	// ErrAnonMerged: the $anon_id is already merged with another
 	// $identified_id.
 	ErrAnonMerged = errors.New("identity: $anon_id already merged with another $identified_id")

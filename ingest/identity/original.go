@@ -1,6 +1,9 @@
 package identity
 
-import "fmt"
+import (
+	"fmt"
+	"strings"
+)
 
 // merge joins the clusters of a and b; $merge has no further conditions.
 func (g *Graph) merge(a, b string) (bool, error) {
@@ -24,12 +27,13 @@ func (g *Graph) merge(a, b string) (bool, error) {
 }
 
 // identify merges the anonymous id into the identified user's cluster, only
-// when the anonymous id is a UUIDv4 that no other $identified_id has claimed.
+// when the anonymous id is anonymous (isAnonymous) and no other
+// $identified_id has claimed it.
 func (g *Graph) identify(user, anon string) (bool, error) {
 	if user == "" || anon == "" {
 		return false, fmt.Errorf("$identify %q %q: %w", user, anon, ErrInvalidID)
 	}
-	if !isUUIDv4(anon) {
+	if !isAnonymous(anon) {
 		return false, fmt.Errorf("$identify %q with $anon_id %q: %w", user, anon, ErrNotUUIDv4)
 	}
 	if user == anon {
@@ -104,6 +108,18 @@ func (g *Graph) createAlias(alias, distinctID string) (bool, error) {
 	}
 	g.alias[ia] = id
 	return true, nil
+}
+
+// isAnonymous reports whether $identify may merge id as an anonymous id:
+// a UUIDv4 (the HTTP API's rule), or a "$device:" id, which the SDKs
+// (mixpanel-browser, the mobile SDKs) make for every anonymous user and
+// send as $anon_distinct_id. Both are ids no one chose, so merging them
+// cannot join two real users.
+func isAnonymous(id string) bool {
+	if rest, ok := strings.CutPrefix(id, DevicePrefix); ok {
+		return rest != ""
+	}
+	return isUUIDv4(id)
 }
 
 // isUUIDv4 accepts the canonical 8-4-4-4-12 hex form (either case) with

@@ -113,7 +113,8 @@ func TestIdentify(t *testing.T) {
 		"3f2504e0-4f89-11d3-9a0c-0305e82c3301", // version 1
 		"3f2504e0-4f89-41d3-7a0c-0305e82c3301", // wrong variant
 		"3f2504e04f8941d39a0c0305e82c3301",     // no hyphens (uuid4().hex)
-		"$device:3f2504e0-4f89-41d3-9a0c-0305e82c3301",
+		"$device:",                             // a prefix with no device
+		"device:3f2504e0-4f89-41d3-9a0c-0305e82c3301",
 		"3f2504e0-4f89-41d3-9a0c-0305e82c330g",
 	} {
 		t.Run("refuses "+bad, func(t *testing.T) {
@@ -122,6 +123,16 @@ func TestIdentify(t *testing.T) {
 			if g.Len() != 0 {
 				t.Fatal("refused identify registered ids")
 			}
+		})
+	}
+	// mixpanel-browser's identify() sends the previous distinct_id,
+	// "$device:" + a UUID, as $anon_distinct_id; other SDKs' device ids
+	// are not always UUIDs.
+	for _, dev := range []string{"$device:3f2504e0-4f89-41d3-9a0c-0305e82c3301", "$device:A1B2C3D4-IDFV", "$device:1"} {
+		t.Run("accepts "+dev, func(t *testing.T) {
+			g := New(Original)
+			changes(t)(g.Identify("user", dev))
+			wantResolve(t, g, "user", "user", dev, "user")
 		})
 	}
 	t.Run("accepts upper case", func(t *testing.T) {

@@ -14,11 +14,12 @@ import (
 // Options says how to validate the records of one request.
 type Options struct {
 	Project int64
-	// Token is the project's token; $merge records must carry it in
-	// properties.token.
+	// Token is the project's token; a $merge record that carries
+	// properties.token must carry this one.
 	Token string
 	// AllowMerge is false when the caller authenticated with the project
-	// token: $merge records then fail (field "event").
+	// token: $merge records then fail (field "event"). True means the
+	// credential names the project, so a $merge needs no token.
 	AllowMerge bool
 	// Strict selects strict=1 validation (the default for /import JSON);
 	// false is the lenient legacy mode that coerces where it can.

@@ -4,6 +4,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/valyala/fastjson"
@@ -15,9 +16,12 @@ const (
 	maxAheadMs   = 3_600_000      // at most one hour after the server clock
 	maxInsertID  = 36             // bytes of [A-Za-z0-9-]
 
-	msgTime     = "'properties.time' is invalid: must be specified as seconds since epoch"
-	msgDistinct = "'properties.distinct_id' is invalid: must be a string"
-	msgInsertID = "'properties.$insert_id' is invalid: must be 1 to 36 characters of A-Z, a-z, 0-9 or '-', and not a placeholder value"
+	// msgTime is the documented message for a time that is missing or not
+	// a number; a number out of range gets a message naming the range.
+	msgTime       = "'properties.time' is invalid: must be specified as seconds since epoch"
+	msgTimeBefore = "'properties.time' is invalid: before 1971-01-01; send seconds or milliseconds since epoch"
+	msgDistinct   = "'properties.distinct_id' is invalid: must be a string"
+	msgInsertID   = "'properties.$insert_id' is invalid: must be 1 to 36 characters of A-Z, a-z, 0-9 or '-', and not a placeholder value"
 )
 
 // NilUUID is the one placeholder of UUID shape: an encoder that derives
@@ -154,10 +158,34 @@ func (d *Decoder) timeMs(v *fastjson.Value, nowMs int64, required bool) (int64, 
 		}
 	}
 	// Future times are not clamped: a retry must produce the same dedup key.
-	if !ok || ms < minTimeMs || ms > nowMs+maxAheadMs {
+	switch {
+	case !ok && v.Type() == fastjson.TypeNumber && len(d.num) > 0 && d.num[0] == '-':
+		return 0, d.fail("properties.time", msgTimeBefore)
+	case !ok && v.Type() == fastjson.TypeNumber: // beyond 2^53 ms
+		return 0, d.fail("properties.time", msgFuture(-1))
+	case !ok:
 		return 0, d.fail("properties.time", msgTime)
+	case ms < minTimeMs:
+		return 0, d.fail("properties.time", msgTimeBefore)
+	case ms > nowMs+maxAheadMs:
+		return 0, d.fail("properties.time", msgFuture(ms-nowMs))
 	}
 	return ms, true
+}
+
+// msgFuture names the rule a future time breaks and by how much (aheadMs
+// < 0: too far to say), so a client with a skewed clock or a unit mix-up
+// can tell which.
+func msgFuture(aheadMs int64) string {
+	const rule = "'properties.time' is invalid: more than 1 hour in the future by the server clock"
+	if aheadMs < 0 || aheadMs > 100*365*24*3600*1000 {
+		return rule
+	}
+	ahead := time.Duration(aheadMs) * time.Millisecond
+	if ahead >= maxAheadMs*time.Millisecond+time.Second { // whole seconds read better
+		ahead = ahead.Round(time.Second)
+	}
+	return rule + " (" + ahead.String() + " ahead)"
 }
 
 // distinctID applies the distinct_id rules and returns a copy of the id.

@@ -12,7 +12,7 @@ import (
 
 // Identity fields of an event, found by locate.
 type idFields struct {
-	userID, deviceID, identifiedID, anonID, alias *fastjson.Value
+	userID, deviceID, identifiedID, anonID, anonDistinctID, alias *fastjson.Value
 }
 
 func (f *idFields) slot(key string) **fastjson.Value {
@@ -25,6 +25,8 @@ func (f *idFields) slot(key string) **fastjson.Value {
 		return &f.identifiedID
 	case "$anon_id":
 		return &f.anonID
+	case "$anon_distinct_id":
+		return &f.anonDistinctID
 	case "alias":
 		return &f.alias
 	}
@@ -76,12 +78,21 @@ func (d *Decoder) identityChange(opt *Options, f *fields, name, did, user, devic
 	case opt.Mode == identity.Simplified && user != "" && device != "":
 		c.Change = identity.Change{Kind: identity.KindLink, A: user, B: device}
 	case opt.Mode == identity.Original && name == "$identify":
+		// The HTTP API's shape names both ids ($identified_id, $anon_id);
+		// the SDKs' (mixpanel-js, the mobile SDKs) sends the user as
+		// distinct_id and the previous id as $anon_distinct_id.
 		a, b := d.idString(f.ids.identifiedID), d.idString(f.ids.anonID)
+		if a == "" && f.ids.identifiedID == nil {
+			a = did
+		}
+		if b == "" && f.ids.anonID == nil {
+			b = d.idString(f.ids.anonDistinctID)
+		}
 		if a == "" {
-			return d.fail("properties.$identified_id", "'properties.$identified_id' is invalid: $identify needs a non-empty string id")
+			return d.fail("properties.$identified_id", "'properties.$identified_id' is invalid: $identify needs the identified id in $identified_id or distinct_id")
 		}
 		if b == "" {
-			return d.fail("properties.$anon_id", "'properties.$anon_id' is invalid: $identify needs a non-empty string id")
+			return d.fail("properties.$anon_id", "'properties.$anon_id' is invalid: $identify needs the anonymous id in $anon_id or $anon_distinct_id")
 		}
 		c.Change = identity.Change{Kind: identity.KindIdentify, A: a, B: b}
 	case opt.Mode == identity.Original && name == "$create_alias":

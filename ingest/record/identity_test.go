@@ -111,3 +111,51 @@ func TestIsPlaceholder(t *testing.T) {
 		}
 	}
 }
+
+// TestIdentifyShapes: Original ID Merge takes $identify in the HTTP API's
+// shape ($identified_id, $anon_id) and in the SDKs' (distinct_id and
+// $anon_distinct_id, which mixpanel-browser sends as "$device:<uuid>");
+// the explicit fields win when both are there.
+func TestIdentifyShapes(t *testing.T) {
+	const dev = "$device:7c9e6679-7425-40de-944b-e07fc1f90ae7"
+	ident := func(props string) string {
+		return `{"event":"$identify","properties":{"time":1700000000,"token":"t",` + props + `}}`
+	}
+	tests := []struct {
+		name, rec   string
+		did, a, b   string
+		field, want string // a failure instead
+	}{
+		{name: "HTTP API shape", rec: ident(`"$identified_id":"u1","$anon_id":"a1"`), did: "u1", a: "u1", b: "a1"},
+		{name: "mixpanel-browser shape", rec: ident(`"distinct_id":"u2","$anon_distinct_id":"` + dev + `","$user_id":"u2","$device_id":"7c9e6679-7425-40de-944b-e07fc1f90ae7"`),
+			did: "u2", a: "u2", b: dev},
+		{name: "explicit ids win", rec: ident(`"distinct_id":"d3","$identified_id":"u3","$anon_id":"a3","$anon_distinct_id":"x3"`), did: "d3", a: "u3", b: "a3"},
+		{name: "numeric user id", rec: ident(`"distinct_id":42,"$anon_distinct_id":"` + dev + `"`), did: "42", a: "42", b: dev},
+		{name: "no anonymous id", rec: ident(`"distinct_id":"u4"`), field: "properties.$anon_id",
+			want: "'properties.$anon_id' is invalid: $identify needs the anonymous id in $anon_id or $anon_distinct_id"},
+		{name: "unusable $anon_id is not replaced", rec: ident(`"distinct_id":"u5","$anon_id":"null","$anon_distinct_id":"` + dev + `"`),
+			field: "properties.$anon_id", want: "'properties.$anon_id' is invalid: $identify needs the anonymous id in $anon_id or $anon_distinct_id"},
+		{name: "no identified id", rec: ident(`"$anon_distinct_id":"` + dev + `"`), field: "properties.$identified_id",
+			want: "'properties.$identified_id' is invalid: $identify needs the identified id in $identified_id or distinct_id"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var d Decoder
+			var out store.Batch
+			fails := d.Decode(Options{Project: 1, Mode: identity.Original, Now: time.Unix(1700000100, 0)}, [][]byte{[]byte(tc.rec)}, &out)
+			if tc.field != "" {
+				if len(fails) != 1 || fails[0].Field != tc.field || fails[0].Message != tc.want || len(out.Changes) != 0 {
+					t.Fatalf("fails %+v changes %+v; want field %s message %q", fails, out.Changes, tc.field, tc.want)
+				}
+				return
+			}
+			if len(fails) != 0 || len(out.Events) != 1 || out.Events[0].DistinctID != tc.did {
+				t.Fatalf("fails %+v events %+v; want one event of %q", fails, out.Events, tc.did)
+			}
+			want := []store.Change{{Change: identity.Change{Kind: identity.KindIdentify, A: tc.a, B: tc.b}}}
+			if !reflect.DeepEqual(out.Changes, want) {
+				t.Errorf("changes %+v, want %+v", out.Changes, want)
+			}
+		})
+	}
+}

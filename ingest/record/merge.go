@@ -38,9 +38,12 @@ func (d *Decoder) merge(opt *Options, f *fields, nowMs int64, out *store.Batch) 
 		}
 		ids[i] = d.keep(s)
 	}
-	// Constant time: the token check must not leak how much of it matched.
-	if f.token == nil || f.token.Type() != fastjson.TypeString || opt.Token == "" ||
-		subtle.ConstantTimeCompare(f.token.GetStringBytes(), []byte(opt.Token)) != 1 {
+	// The credential that allows a merge (secret, service account, OAuth)
+	// already names the project, so the token may be left out, as the Go
+	// SDK's Merge does; a token that is sent must be the project's.
+	// Constant time: the check must not leak how much of it matched.
+	if f.token != nil && (f.token.Type() != fastjson.TypeString || opt.Token == "" ||
+		subtle.ConstantTimeCompare(f.token.GetStringBytes(), []byte(opt.Token)) != 1) {
 		return d.fail("properties.token", msgToken)
 	}
 	ms, ok := d.timeMs(f.time, nowMs, false)

@@ -29,6 +29,14 @@ func TestMergeValid(t *testing.T) {
 	if b, _ := decode(t, lenientOpts(), rec); len(b.Merges) != 1 {
 		t.Errorf("lenient merge refused")
 	}
+	// Without a token (the Go SDK's Merge): the credential that allowed
+	// the merge names the project.
+	for _, opt := range []Options{strictOpts(), lenientOpts()} {
+		b, fails := decode(t, opt, mergeRec(`"$distinct_ids":["a","b"]`))
+		if len(fails) > 0 || len(b.Merges) != 1 || b.Merges[0].DistinctIDs != [2]string{"a", "b"} || string(b.Merges[0].Props) != `{}` {
+			t.Errorf("token-less merge (strict %v): %+v %+v", opt.Strict, b.Merges, fails)
+		}
+	}
 }
 
 func TestMergeFailures(t *testing.T) {
@@ -57,13 +65,14 @@ func TestMergeFailures(t *testing.T) {
 		{"empty id", strictOpts(), mergeRec(`"$distinct_ids":["a",""],` + tok), "properties.$distinct_ids", msgDistinctIDs},
 		{"bad utf8 id", strictOpts(), mergeRec(`"$distinct_ids":["a","` + "\xff" + `"],` + tok),
 			"properties.$distinct_ids", "properties.$distinct_ids is invalid: string should be valid utf8"},
-		{"token missing", strictOpts(), mergeRec(ids), "properties.token", msgToken},
 		{"token wrong", strictOpts(), mergeRec(ids + `,"token":"tok124"`), "properties.token", msgToken},
 		{"token prefix", strictOpts(), mergeRec(ids + `,"token":"tok12"`), "properties.token", msgToken},
 		{"token number", strictOpts(), mergeRec(ids + `,"token":123`), "properties.token", msgToken},
+		{"token null", strictOpts(), mergeRec(ids + `,"token":null`), "properties.token", msgToken},
+		{"token-less with token auth", noMerge, mergeRec(ids), "event", msgMergeAuth},
 		{"project has no token", noToken, mergeRec(ids + `,"token":""`), "properties.token", msgToken},
 		{"bad time", strictOpts(), mergeRec(ids + "," + tok + `,"time":"x"`), "properties.time", msgTimeWant},
-		{"future time", strictOpts(), mergeRec(ids + "," + tok + `,"time":1748739601`), "properties.time", msgTimeWant},
+		{"future time", strictOpts(), mergeRec(ids + "," + tok + `,"time":1748739601`), "properties.time", msgFutureWant + " (1h0m1s ahead)"},
 		{"unknown top-level key", strictOpts(), `{"event":"$merge","properties":{` + ids + "," + tok + `},"x":1}`,
 			"x", `'x' is not a valid field: a record has only "event" and "properties"`},
 		{"deep prop", strictOpts(), mergeRec(ids + "," + tok + `,"d":` + nest(4, "1")),

@@ -7,7 +7,9 @@ import (
 
 const (
 	msgTimeWant = "'properties.time' is invalid: must be specified as seconds since epoch"
-	msgIIDWant  = "'properties.$insert_id' is invalid: must be 1 to 36 characters of A-Z, a-z, 0-9 or '-', and not a placeholder value"
+	// A time out of range names the range it broke.
+	msgFutureWant = "'properties.time' is invalid: more than 1 hour in the future by the server clock"
+	msgIIDWant    = "'properties.$insert_id' is invalid: must be 1 to 36 characters of A-Z, a-z, 0-9 or '-', and not a placeholder value"
 )
 
 func TestStrictFailures(t *testing.T) {
@@ -31,13 +33,13 @@ func TestStrictFailures(t *testing.T) {
 		{"time string", `{"event":"e","properties":{"time":"1748736000","distinct_id":"u"}}`, "properties.time", msgTimeWant},
 		{"time bool", `{"event":"e","properties":{"time":true,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
 		{"time null", `{"event":"e","properties":{"time":null,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
-		{"time negative", `{"event":"e","properties":{"time":-1748736000,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
-		{"time zero", `{"event":"e","properties":{"time":0,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
-		{"time before 1971 s", `{"event":"e","properties":{"time":31535999,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
-		{"time before 1971 ms", `{"event":"e","properties":{"time":31535999999,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
-		{"time past now+1h s", `{"event":"e","properties":{"time":1748739601,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
-		{"time past now+1h ms", `{"event":"e","properties":{"time":1748739600001,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
-		{"time huge", `{"event":"e","properties":{"time":1e300,"distinct_id":"u"}}`, "properties.time", msgTimeWant},
+		{"time negative", `{"event":"e","properties":{"time":-1748736000,"distinct_id":"u"}}`, "properties.time", msgTimeBefore},
+		{"time zero", `{"event":"e","properties":{"time":0,"distinct_id":"u"}}`, "properties.time", msgTimeBefore},
+		{"time before 1971 s", `{"event":"e","properties":{"time":31535999,"distinct_id":"u"}}`, "properties.time", msgTimeBefore},
+		{"time before 1971 ms", `{"event":"e","properties":{"time":31535999999,"distinct_id":"u"}}`, "properties.time", msgTimeBefore},
+		{"time past now+1h s", `{"event":"e","properties":{"time":1748739601,"distinct_id":"u"}}`, "properties.time", msgFutureWant + " (1h0m1s ahead)"},
+		{"time past now+1h ms", `{"event":"e","properties":{"time":1748739600001,"distinct_id":"u"}}`, "properties.time", msgFutureWant + " (1h0m0.001s ahead)"},
+		{"time huge", `{"event":"e","properties":{"time":1e300,"distinct_id":"u"}}`, "properties.time", msgFutureWant},
 		{"time object", `{"event":"e","properties":{"time":{},"distinct_id":"u"}}`, "properties.time", msgTimeWant},
 
 		{"distinct_id missing", `{"event":"e","properties":{"time":1748736000}}`, "properties.distinct_id", msgDistinct},

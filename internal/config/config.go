@@ -81,6 +81,9 @@ type Project struct {
 	ServiceAccounts []ServiceAccount `yaml:"service_accounts"`
 	RateLimit       *RateLimit       `yaml:"rate_limit"`
 	LookupTables    []LookupTable    `yaml:"lookup_tables"`
+	// CORSAllowedOrigins, when set, are the only browser origins that may
+	// send this project's data to the token endpoints (cors.go).
+	CORSAllowedOrigins []string `yaml:"cors_allowed_origins"`
 }
 
 // LookupTable declares a lookup table; PUT /lookup-tables/{id} fills it.

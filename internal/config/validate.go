@@ -123,6 +123,9 @@ func (p *Project) validate(key string, ids map[int64]string, creds map[string]st
 		}
 		accounts[sa.Username] = accountSeen{key: k, secret: sa.Secret}
 	}
+	if err := p.validateCORS(key + ".cors_allowed_origins"); err != nil {
+		return err
+	}
 	if p.RateLimit.BytesPerMinute < 0 {
 		return bad(key+".rate_limit.bytes_per_minute", "must be positive")
 	}
