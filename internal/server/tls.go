@@ -94,7 +94,11 @@ func (r *certReloader) reloadLocked() {
 		return
 	}
 	r.cert, r.stamp = &cert, st
-	r.log.Info("TLS certificate reloaded", "cert_file", r.certFile, "not_after", cert.Leaf.NotAfter)
+	var notAfter time.Time
+	if cert.Leaf != nil { // parsed by LoadX509KeyPair unless GODEBUG=x509keypairleaf=0
+		notAfter = cert.Leaf.NotAfter
+	}
+	r.log.Info("TLS certificate reloaded", "cert_file", r.certFile, "not_after", notAfter)
 }
 
 // tlsConfig is TLS 1.2 and later; for 1.2 only forward-secret AEAD suites
