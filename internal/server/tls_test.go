@@ -117,6 +117,16 @@ func TestCertReloader(t *testing.T) {
 		!strings.Contains(err.Error(), "tls_cert_file") || !strings.Contains(err.Error(), "nope.pem") {
 		t.Fatalf("missing file: %v", err)
 	}
+	// So is a key that does not belong to the certificate.
+	other := filepath.Join(dir, "other")
+	if err := os.Mkdir(other, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	writePair(t, filepath.Join(other, "cert.pem"), filepath.Join(other, "key.pem"), "other.test", base)
+	if _, err := newCertReloader(certFile, filepath.Join(other, "key.pem"), time.Second, time.Now, log); err == nil ||
+		!strings.Contains(err.Error(), "tls_cert_file") || !strings.Contains(err.Error(), "tls_key_file") {
+		t.Fatalf("mismatched pair: %v", err)
+	}
 }
 
 // The config refuses TLS 1.1 and CBC suites and offers HTTP/2.
