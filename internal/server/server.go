@@ -114,6 +114,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
 		rs, raddr, err := serveRedirect(cfg.RedirectHTTPListen, port, log, errc)
 		if err != nil {
+			_ = ln.Close()
 			_ = committer.Close()
 			return err
 		}
