@@ -62,6 +62,11 @@ async function inPage({ api, token, config, steps, ids }) {
       resolve();
     };
   };
+  // inOrder makes one call and waits for its callback.
+  const inOrder = (call) => {
+    call();
+    return pending[pending.length - 1];
+  };
   await new Promise((resolve) => mp.init(token, { api_host: api, ...config, loaded: () => resolve() }));
   const anon = mp.get_distinct_id();
   mp.register({ scenario: ids.scenario }); // finds this scenario's events in the export
@@ -80,12 +85,15 @@ async function inPage({ api, token, config, steps, ids }) {
         mp.alias(ids.alias);
         break;
       case "people":
-        mp.people.set({ name: "Ada", tmp: 1 }, cb("people.set"));
-        mp.people.set_once({ first_seen: "2024-01-01", name: "Not Ada" }, cb("people.set_once"));
-        mp.people.increment("logins", 2, cb("people.increment"));
-        mp.people.append("events", "signup", cb("people.append"));
-        mp.people.union("tags", ["a", "b"], cb("people.union"));
-        mp.people.unset("tmp", cb("people.unset"));
+        // One after the other: unbatched, each is its own XHR, and
+        // concurrent requests may reach the server in any order (an
+        // unset before the set it undoes).
+        await inOrder(() => mp.people.set({ name: "Ada", tmp: 1 }, cb("people.set")));
+        await inOrder(() => mp.people.set_once({ first_seen: "2024-01-01", name: "Not Ada" }, cb("people.set_once")));
+        await inOrder(() => mp.people.increment("logins", 2, cb("people.increment")));
+        await inOrder(() => mp.people.append("events", "signup", cb("people.append")));
+        await inOrder(() => mp.people.union("tags", ["a", "b"], cb("people.union")));
+        await inOrder(() => mp.people.unset("tmp", cb("people.unset")));
         break;
       case "group":
         mp.set_group("company", ids.group, cb("set_group"));
