@@ -85,10 +85,12 @@ func (s *server) do(t testing.TB, rq request) reply {
 // try is do without failing the test, for callers that expect errors
 // (a killed server) or run outside the test goroutine.
 func (s *server) try(rq request) (reply, error) {
-	return doRequest(s.URL, rq)
+	return doRequestWith(s.Client(), s.URL, rq)
 }
 
-func doRequest(base string, rq request) (reply, error) {
+func doRequest(base string, rq request) (reply, error) { return doRequestWith(httpClient, base, rq) }
+
+func doRequestWith(client *http.Client, base string, rq request) (reply, error) {
 	if rq.Method == "" {
 		rq.Method = http.MethodPost
 	}
@@ -113,7 +115,7 @@ func doRequest(base string, rq request) (reply, error) {
 	if rq.Auth != nil {
 		rq.Auth(req)
 	}
-	resp, err := httpClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return reply{}, err
 	}

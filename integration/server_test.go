@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -109,6 +110,9 @@ type serverConfig struct {
 	Store       string          `yaml:"store,omitempty"`      // a postgres:// URL; "" embedded
 	SyncLease   string          `yaml:"sync_lease,omitempty"` // e.g. 2s
 	MetricsTok  string          `yaml:"metrics_token,omitempty"`
+	TLSCert     string          `yaml:"tls_cert_file,omitempty"`
+	TLSKey      string          `yaml:"tls_key_file,omitempty"`
+	Redirect    string          `yaml:"redirect_http_listen,omitempty"`
 	Projects    []projectConfig `yaml:"projects"`
 }
 
@@ -141,11 +145,13 @@ type server struct {
 	Cfg     serverConfig // written afresh on every start, so a test may change it between runs
 	dataDir string
 	cfgPath string
+	// TLSClient, when set, trusts the test CA of a server started with TLS.
+	TLSClient *http.Client
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan error // receives cmd.Wait's result once
-	URL  string     // http://127.0.0.1:PORT of the current run
+	URL  string     // http://127.0.0.1:PORT of the current run (https:// with TLS)
 	PID  int
 	logs *tailBuffer
 }
@@ -194,7 +200,11 @@ func (s *server) Start() {
 	select {
 	case addr := <-ready:
 		s.mu.Lock()
-		s.cmd, s.done, s.URL, s.PID = cmd, done, "http://"+addr, cmd.Process.Pid
+		scheme := "http://"
+		if s.Cfg.TLSCert != "" {
+			scheme = "https://"
+		}
+		s.cmd, s.done, s.URL, s.PID = cmd, done, scheme+addr, cmd.Process.Pid
 		s.mu.Unlock()
 	case err := <-done:
 		s.t.Fatalf("server exited before it was ready: %v\nstderr:\n%s", err, s.logs.String())
@@ -251,6 +261,14 @@ func (s *server) Restart() {
 		s.t.Fatalf("graceful stop before restart: %v", err)
 	}
 	s.Start()
+}
+
+// Client is the HTTP client for this server's requests.
+func (s *server) Client() *http.Client {
+	if s.TLSClient != nil {
+		return s.TLSClient
+	}
+	return httpClient
 }
 
 // CurrentURL is the base URL of the running server, "" while it is down;

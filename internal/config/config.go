@@ -139,6 +139,14 @@ type Config struct {
 	// MigrateListen serves the migration service ({migrate_url}, POST
 	// /amplitude) on its own address; "" serves it on Listen.
 	MigrateListen string `yaml:"migrate_listen"`
+	// TLSCertFile and TLSKeyFile (PEM; the certificate file may hold the
+	// chain) make Listen serve HTTPS with HTTP/2. Both or neither. The pair
+	// is reloaded when the files change, so a renewal needs no restart.
+	TLSCertFile string `yaml:"tls_cert_file"`
+	TLSKeyFile  string `yaml:"tls_key_file"`
+	// RedirectHTTPListen, with TLS, is a plain-HTTP address that only
+	// redirects (308) to the same URL over https on Listen's port.
+	RedirectHTTPListen string `yaml:"redirect_http_listen"`
 	// SyncLease is how long a sync run's claim holds unless its process
 	// renews it (every third of it): when a process dies, another takes
 	// its runs over within about 1.5 leases. Shorter means faster

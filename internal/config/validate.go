@@ -28,6 +28,9 @@ func (c *Config) validate() error {
 	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
 		return bad("listen", "must be host:port, got %q", c.Listen)
 	}
+	if err := c.validateTLS(); err != nil {
+		return err
+	}
 	if !validRegion(c.Region) {
 		return bad("region", "must be one of us, eu, in; got %q", c.Region)
 	}
@@ -72,6 +75,30 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
+
+// validateTLS checks the keys' shape; whether the files hold a usable key
+// pair is checked when the server loads them (naming the same keys).
+func (c *Config) validateTLS() error {
+	switch {
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		return bad("tls_key_file", "must be set when tls_cert_file is set")
+	case c.TLSKeyFile != "" && c.TLSCertFile == "":
+		return bad("tls_cert_file", "must be set when tls_key_file is set")
+	}
+	if c.RedirectHTTPListen == "" {
+		return nil
+	}
+	if c.TLSCertFile == "" {
+		return bad("redirect_http_listen", "needs tls_cert_file and tls_key_file: it redirects to the HTTPS listener")
+	}
+	if _, _, err := net.SplitHostPort(c.RedirectHTTPListen); err != nil {
+		return bad("redirect_http_listen", "must be host:port, got %q", c.RedirectHTTPListen)
+	}
+	return nil
+}
+
+// TLS reports whether Listen serves HTTPS.
+func (c *Config) TLS() bool { return c.TLSCertFile != "" }
 
 type accountSeen struct {
 	key, secret string

@@ -87,23 +87,43 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		_ = committer.Close()
 		return err
 	}
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		_ = committer.Close()
-		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
-	}
 	hs := &http.Server{
 		Handler:           apiSrv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-	log.Info("tributary listening", "addr", ln.Addr().String(), "region", cfg.Region, "store", cfg.StoreRedacted(),
+	scheme := "http"
+	if cfg.TLS() {
+		certs, err := newCertReloader(cfg.TLSCertFile, cfg.TLSKeyFile, certCheckEvery, time.Now, log)
+		if err != nil {
+			_ = committer.Close()
+			return fmt.Errorf("config %s: %w", cfg.File(), err)
+		}
+		hs.TLSConfig, scheme = tlsConfig(certs), "https"
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = committer.Close()
+		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
+	}
+	log.Info("tributary listening", "addr", ln.Addr().String(), "scheme", scheme, "region", cfg.Region, "store", cfg.StoreRedacted(),
 		"data_dir", cfg.DataDir, "projects", len(cfg.Projects), "sync_owner", sched.Owner())
+	errc := make(chan error, 3)
+	if cfg.RedirectHTTPListen != "" {
+		_, port, _ := net.SplitHostPort(ln.Addr().String())
+		rs, raddr, err := serveRedirect(cfg.RedirectHTTPListen, port, log, errc)
+		if err != nil {
+			_ = ln.Close()
+			_ = committer.Close()
+			return err
+		}
+		defer rs.Close()
+		log.Info("redirecting plain HTTP to https", "addr", raddr.String())
+	}
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
-	errc := make(chan error, 2)
 	if cfg.MigrateListen == "" {
 		hs.Handler = withMigrations(hs.Handler, mig.Handler())
 	} else {
@@ -121,7 +141,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		}()
 		log.Info("migration service listening", "addr", mln.Addr().String())
 	}
-	go func() { errc <- hs.Serve(ln) }()
+	go func() {
+		if hs.TLSConfig != nil {
+			errc <- hs.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate
+			return
+		}
+		errc <- hs.Serve(ln)
+	}()
 	select {
 	case err := <-errc:
 		_ = committer.Close()
