@@ -1,0 +1,58 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+
+	"gopkg.in/yaml.v3"
+)
+
+// secretKey matches the keys that hold secrets (or, for store, a URL that
+// may carry a password). ${VAR:-default} is refused there: a forgotten
+// variable would silently give the server the default written in the file.
+var secretKey = regexp.MustCompile(`^(store|metrics_token|projects\[\d+\]\.api_secret|projects\[\d+\]\.service_accounts\[\d+\]\.secret)$`)
+
+// expand resolves ${VAR} in every scalar value on its own, after parsing,
+// so a value from the environment cannot change the document's structure
+// and a reference in a comment is never resolved. key is n's path, e.g.
+// projects[0].api_secret.
+func expand(n *yaml.Node, key string, lookup func(string) (string, bool)) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := expand(c, key, lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		if secretKey.MatchString(key) && HasDefault(n.Value) {
+			return bad(key, "line %d: ${VAR:-default} is not accepted for a secret; give ${VAR} and set the variable", n.Line)
+		}
+		v, err := ExpandEnv(n.Value, lookup)
+		if err != nil {
+			return bad(key, "line %d: %v", n.Line, err)
+		}
+		if v != n.Value {
+			// Untagged and plain: the encoder quotes whatever would not
+			// read back as written, and numbers stay numbers.
+			n.Value, n.Tag, n.Style = v, "", 0
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			if key != "" {
+				k = key + "." + k
+			}
+			if err := expand(n.Content[i+1], k, lookup); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := expand(c, fmt.Sprintf("%s[%d]", key, i), lookup); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
