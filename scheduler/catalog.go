@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,7 +63,9 @@ type Catalog struct {
 	st       store.Store
 	reg      *connectors.Registry
 	projects func(int64) (importspec.Project, bool)
-	env      func(string) (string, bool)
+	conns    *importspec.Connections
+	floor    time.Duration
+	log      *slog.Logger
 	now      func() time.Time
 
 	mu       sync.Mutex
@@ -76,9 +79,14 @@ type CatalogOptions struct {
 	Store    store.Store
 	Registry *connectors.Registry
 	Projects func(int64) (importspec.Project, bool)
-	Files    []*importspec.Import        // validated imports from imports_dir
-	Env      func(string) (string, bool) // ${VAR} lookup; nil: the environment
-	Now      func() time.Time
+	Files    []*importspec.Import // validated imports from imports_dir
+	// Connections are the operator's; imports from the API can only
+	// name one of them.
+	Connections *importspec.Connections
+	// MinInterval is the schedule floor (0: importspec.DefaultMinInterval).
+	MinInterval time.Duration
+	Log         *slog.Logger // nil: discarded
+	Now         func() time.Time
 }
 
 // NewCatalog loads the API's documents over the file imports.
@@ -86,8 +94,11 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &Catalog{st: o.Store, reg: o.Registry, projects: o.Projects, env: o.Env, now: o.Now,
-		entries: map[key]Entry{}, docs: map[key]doc{}}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	c := &Catalog{st: o.Store, reg: o.Registry, projects: o.Projects, conns: o.Connections, floor: o.MinInterval,
+		log: o.Log, now: o.Now, entries: map[key]Entry{}, docs: map[key]doc{}}
 	for _, im := range o.Files {
 		p, _ := o.Projects(im.ProjectID)
 		c.entries[key{im.ProjectID, im.ID}] = Entry{Import: im, Project: p, Origin: OriginFile}
@@ -104,9 +115,12 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 		k := key{sd.Project, sd.ID}
 		e, err := c.apply(k, d)
 		if err != nil {
-			// Like a bad import file, a stored import that no longer
-			// validates (a removed env var) stops the start, named.
-			return nil, fmt.Errorf("scheduler: import %s of project %d: %w", sd.ID, sd.Project, err)
+			// A stored import that no longer passes (one from before
+			// imports had to name a connection, a connection removed
+			// from the config) is left out, not run: the server still
+			// starts, and the import can be created again.
+			c.log.Warn("import left out: it does not pass the server's rules; create it again", "project", sd.Project, "import", sd.ID, "err", err)
+			continue
 		}
 		c.docs[k] = d
 		if e.Import != nil {
@@ -121,7 +135,10 @@ func (c *Catalog) apply(k key, d doc) (Entry, error) {
 	var e Entry
 	switch d.Origin {
 	case OriginAPI:
-		im, err := importspec.Parse(fmt.Sprintf("import %s", k.id), d.Spec, c.reg, c.env)
+		im, err := c.loader().ParseAPI(fmt.Sprintf("import %s", k.id), d.Spec)
+		if err == nil {
+			err = im.Check(c.rules())
+		}
 		if err != nil {
 			return e, err
 		}
@@ -142,10 +159,21 @@ func (c *Catalog) apply(k key, d doc) (Entry, error) {
 		e.Import.Paused = *d.Paused
 	}
 	if d.Schedule != nil {
+		if err := importspec.CheckSchedule(*d.Schedule, c.floor); err != nil {
+			return e, fmt.Errorf("schedule: %w", err)
+		}
 		e.Import.Schedule = *d.Schedule
 	}
 	e.Deleted, e.CreatedMs, e.Creator = d.Deleted, d.CreatedMs, d.Creator
 	return e, nil
+}
+
+func (c *Catalog) loader() importspec.Loader {
+	return importspec.Loader{Registry: c.reg, Connections: c.conns}
+}
+
+func (c *Catalog) rules() importspec.Rules {
+	return importspec.Rules{Registry: c.reg, Projects: c.projects, MinInterval: c.floor}
 }
 
 // List returns the imports of project (0: all), deleted ones excluded,
