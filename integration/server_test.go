@@ -109,6 +109,11 @@ type serverConfig struct {
 	SyncLease   string          `yaml:"sync_lease,omitempty"` // e.g. 2s
 	MetricsTok  string          `yaml:"metrics_token,omitempty"`
 	Projects    []projectConfig `yaml:"projects"`
+	// MinScheduleInterval is the schedule floor, e.g. 5s (default 1m).
+	MinScheduleInterval string `yaml:"min_schedule_interval,omitempty"`
+	// Connections are the operator's warehouse connections: id, kind,
+	// projects and the kind's fields.
+	Connections []map[string]any `yaml:"connections,omitempty"`
 }
 
 // defaultConfig is a US server with a US project (owner, analyst and a
