@@ -159,10 +159,13 @@ func (c *Catalog) apply(k key, d doc) (Entry, error) {
 		e.Import.Paused = *d.Paused
 	}
 	if d.Schedule != nil {
+		// Patch checks a new schedule; one stored by an older version
+		// under the floor is not applied (the import keeps its own).
 		if err := importspec.CheckSchedule(*d.Schedule, c.floor); err != nil {
-			return e, fmt.Errorf("schedule: %w", err)
+			c.log.Warn("stored schedule ignored", "project", k.project, "import", k.id, "err", err)
+		} else {
+			e.Import.Schedule = *d.Schedule
 		}
-		e.Import.Schedule = *d.Schedule
 	}
 	e.Deleted, e.CreatedMs, e.Creator = d.Deleted, d.CreatedMs, d.Creator
 	return e, nil
