@@ -51,7 +51,9 @@ connections:
 			t.Fatal(err)
 		}
 	}
-	projects := func(id int64) (importspec.Project, bool) { return importspec.Project{ID: id, Simplified: true}, id == 1 }
+	projects := func(id int64) (importspec.Project, bool) {
+		return importspec.Project{ID: id, Simplified: true}, id == 1
+	}
 	open := func(floor time.Duration) *Catalog {
 		c, err := NewCatalog(ctx, CatalogOptions{Store: st, Registry: kinds.Registry(), Projects: projects,
 			Files: []*importspec.Import{file}, Connections: conns, MinInterval: floor})
