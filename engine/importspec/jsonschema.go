@@ -34,7 +34,7 @@ var fields = []field{
 	{"lookup_table_id", "string", "Lookup table a lookup_table import replaces.", nil},
 	{"property_key_column_name", "string", "Key column of a lookup_table import.", nil},
 	{"migrated_from", "string", "Tool whose history the table holds (needs a Simplified ID Merge project).", nil},
-	{"schedule", "string", "Cron expression, @every 15m, @hourly, @daily, @weekly, or api (manual only).", nil},
+	{"schedule", "string", "Cron expression (5 fields), @every 15m, @hourly, @daily, @weekly, or api (manual only); never more often than the server's min_schedule_interval (default 1m).", nil},
 	{"paused", "boolean", "Paused imports never run.", nil},
 	{"lookback", "string", "time_based only: re-read rows whose insert time is this long (e.g. 2h) before the watermark, to catch late rows; dedup absorbs re-reads.", nil},
 }
