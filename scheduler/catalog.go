@@ -64,6 +64,9 @@ type Catalog struct {
 	reg      *connectors.Registry
 	projects func(int64) (importspec.Project, bool)
 	conns    *importspec.Connections
+	connKey  []byte                       // connection_key; nil: no connections through the API
+	hostOK   func(host, port string) bool // connection_hosts_allowed
+	apiConns map[string]connDoc           // connections created through the API, by id
 	floor    time.Duration
 	log      *slog.Logger
 	now      func() time.Time
@@ -83,6 +86,11 @@ type CatalogOptions struct {
 	// Connections are the operator's; imports from the API can only
 	// name one of them.
 	Connections *importspec.Connections
+	// ConnectionKey seals the secrets of connections created through the
+	// API (nil: no such connections); HostAllowed is the operator's
+	// allow-list for their hosts.
+	ConnectionKey []byte
+	HostAllowed   func(host, port string) bool
 	// MinInterval is the schedule floor (0: importspec.DefaultMinInterval).
 	MinInterval time.Duration
 	Log         *slog.Logger // nil: discarded
@@ -97,7 +105,11 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
 	}
+	if o.Connections == nil {
+		o.Connections, _ = importspec.NewConnections(nil, nil)
+	}
 	c := &Catalog{st: o.Store, reg: o.Registry, projects: o.Projects, conns: o.Connections, floor: o.MinInterval,
+		connKey: o.ConnectionKey, hostOK: o.HostAllowed, apiConns: map[string]connDoc{},
 		log: o.Log, now: o.Now, entries: map[key]Entry{}, docs: map[key]doc{}}
 	for _, im := range o.Files {
 		p, _ := o.Projects(im.ProjectID)
@@ -107,7 +119,18 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: load imports: %w", err)
 	}
+	// Connections first: imports may name them.
 	for _, sd := range docs {
+		if strings.HasPrefix(sd.ID, connPrefix) {
+			if err := c.loadConnection(sd); err != nil {
+				c.log.Warn("connection left out: it cannot be opened", "project", sd.Project, "connection", strings.TrimPrefix(sd.ID, connPrefix), "err", err)
+			}
+		}
+	}
+	for _, sd := range docs {
+		if strings.HasPrefix(sd.ID, connPrefix) {
+			continue
+		}
 		var d doc
 		if err := json.Unmarshal(sd.Doc, &d); err != nil {
 			return nil, fmt.Errorf("scheduler: import %s of project %d: stored document: %w", sd.ID, sd.Project, err)

@@ -107,7 +107,8 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	project, _ := projects(im.ProjectID)
 	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: projects,
-		Connections: env.loader.Connections, MinInterval: time.Duration(cfg.MinScheduleInterval), Log: log})
+		Connections: env.loader.Connections, MinInterval: time.Duration(cfg.MinScheduleInterval), Log: log,
+		ConnectionKey: cfg.ConnectionKeyBytes(), HostAllowed: cfg.HostAllowed})
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"sort"
 	"strings"
+	"sync"
 
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/internal/config"
@@ -17,8 +18,10 @@ import (
 var ErrNoConnection = errors.New("no such connection")
 
 // Connections are the operator's warehouse connections (the server
-// config's `connections:`), checked against the connector registry.
+// config's `connections:`), checked against the connector registry, plus
+// those project owners created through the app API (Add).
 type Connections struct {
+	mu   sync.RWMutex
 	byID map[string]*config.Connection
 }
 
@@ -82,10 +85,63 @@ func checkConnection(c *config.Connection, reg *connectors.Registry, key string)
 func (cs *Connections) Resolve(id string, project int64) (connectors.Config, error) {
 	var c *config.Connection
 	if cs != nil {
+		cs.mu.RLock()
 		c = cs.byID[id]
+		cs.mu.RUnlock()
 	}
 	if c == nil || !c.AllowedFor(project) {
 		return connectors.Config{}, fmt.Errorf("%w %q for project %d: name a connection the operator declared in the server config (connections:)", ErrNoConnection, id, project)
 	}
 	return connectors.Config{Kind: c.Kind, Fields: maps.Clone(c.Fields)}, nil
+}
+
+// Add adds a connection (one created through the app API), checked like
+// the config's but for the rule on secret fields: the caller holds their
+// values, sealed at rest.
+func (cs *Connections) Add(c config.Connection, reg *connectors.Registry) error {
+	c.Raw = nil
+	if reg != nil {
+		if err := reg.Validate(connectors.Config{Kind: c.Kind, Fields: c.Fields}); err != nil {
+			return err
+		}
+	}
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	if _, taken := cs.byID[c.ID]; taken {
+		return fmt.Errorf("connection %q already exists", c.ID)
+	}
+	cs.byID[c.ID] = &c
+	return nil
+}
+
+// Remove removes a connection.
+func (cs *Connections) Remove(id string) {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	delete(cs.byID, id)
+}
+
+// Lookup returns a copy of the connection with that id.
+func (cs *Connections) Lookup(id string) (config.Connection, bool) {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	c, ok := cs.byID[id]
+	if !ok {
+		return config.Connection{}, false
+	}
+	cp := *c
+	cp.Fields = maps.Clone(c.Fields)
+	return cp, true
+}
+
+// IDs lists every connection id.
+func (cs *Connections) IDs() []string {
+	cs.mu.RLock()
+	defer cs.mu.RUnlock()
+	ids := make([]string, 0, len(cs.byID))
+	for id := range cs.byID {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }

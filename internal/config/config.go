@@ -149,6 +149,13 @@ type Config struct {
 	// (connections.go); imports created through the app API can only
 	// name one of them.
 	Connections []Connection `yaml:"connections"`
+	// ConnectionKey (${VAR}: 32 bytes as 64 hex digits or base64)
+	// enables owner-only connection creation through the app API and
+	// encrypts those connections' secrets at rest. "": no such API.
+	ConnectionKey string `yaml:"connection_key"`
+	// ConnectionHostsAllowed are the only hosts ("host" for any port, or
+	// "host:port") a connection created through the API may reach.
+	ConnectionHostsAllowed []string `yaml:"connection_hosts_allowed"`
 	// MinScheduleInterval is the shortest interval an import's schedule
 	// may run at (default 1m, at least 1s).
 	MinScheduleInterval Duration `yaml:"min_schedule_interval"`

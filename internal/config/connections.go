@@ -2,11 +2,14 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"regexp"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/tributary-dev/tributary/internal/sealed"
 )
 
 // Connection is one warehouse connection the operator declares
@@ -115,9 +118,40 @@ func mappingValue(m *yaml.Node, key string) *yaml.Node {
 
 var connectionID = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
+// ConnectionKeyBytes is connection_key decoded (nil when unset).
+func (c *Config) ConnectionKeyBytes() []byte {
+	k, _ := sealed.ParseKey(c.ConnectionKey)
+	return k
+}
+
+// HostAllowed reports whether a connection created through the API may
+// reach host:port.
+func (c *Config) HostAllowed(host, port string) bool {
+	for _, a := range c.ConnectionHostsAllowed {
+		h, p, err := net.SplitHostPort(a)
+		if err != nil {
+			h, p = a, ""
+		}
+		if strings.EqualFold(h, host) && (p == "" || p == port) {
+			return true
+		}
+	}
+	return false
+}
+
 // validateConnections checks what needs no connector registry: ids,
 // kinds and the projects each connection serves.
 func (c *Config) validateConnections() error {
+	if c.ConnectionKey != "" {
+		if _, err := sealed.ParseKey(c.ConnectionKey); err != nil {
+			return bad("connection_key", "%v", err)
+		}
+	}
+	for i, a := range c.ConnectionHostsAllowed {
+		if h, _, err := net.SplitHostPort(a); (err != nil && strings.ContainsAny(a, ":/, ")) || (err == nil && h == "") || strings.TrimSpace(a) == "" {
+			return bad(fmt.Sprintf("connection_hosts_allowed[%d]", i), "%q: give host or host:port", a)
+		}
+	}
 	seen := map[string]string{}
 	for i := range c.Connections {
 		conn := &c.Connections[i]

@@ -10,7 +10,7 @@ import (
 // secretKey matches the keys that hold secrets (or, for store, a URL that
 // may carry a password). ${VAR:-default} is refused there: a forgotten
 // variable would silently give the server the default written in the file.
-var secretKey = regexp.MustCompile(`^(store|metrics_token|projects\[\d+\]\.api_secret|projects\[\d+\]\.service_accounts\[\d+\]\.secret)$`)
+var secretKey = regexp.MustCompile(`^(store|metrics_token|connection_key|projects\[\d+\]\.api_secret|projects\[\d+\]\.service_accounts\[\d+\]\.secret)$`)
 
 // expand resolves ${VAR} in every scalar value on its own, after parsing,
 // so a value from the environment cannot change the document's structure

@@ -74,7 +74,8 @@ func NewScheduler(ctx context.Context, cfg *config.Config, files []*importspec.I
 		return nil, err
 	}
 	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: ProjectLookup(cfg), Files: files,
-		Connections: conns, MinInterval: time.Duration(cfg.MinScheduleInterval), Log: log})
+		Connections: conns, MinInterval: time.Duration(cfg.MinScheduleInterval), Log: log,
+		ConnectionKey: cfg.ConnectionKeyBytes(), HostAllowed: cfg.HostAllowed})
 	if err != nil {
 		return nil, fmt.Errorf("imports: %w", err)
 	}
