@@ -122,7 +122,9 @@ connection_hosts_allowed: ["db.internal:5432", "replica.internal"]
 	if err != nil {
 		t.Fatal(err)
 	}
-	projects := func(id int64) (importspec.Project, bool) { return importspec.Project{ID: id, Simplified: true}, id <= 2 }
+	projects := func(id int64) (importspec.Project, bool) {
+		return importspec.Project{ID: id, Simplified: true}, id <= 2
+	}
 	open := func(key []byte) *Catalog {
 		conns, err := importspec.NewConnections(cfg.Connections, kinds.Registry())
 		if err != nil {
