@@ -9,11 +9,15 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // Hostile imports (issue 29, first bullet): a project owner of project 2
@@ -44,6 +48,14 @@ func randHex(t *testing.T) string {
 // password), project 2's DSN and, for the Postgres store, the store URL.
 // It returns the server and every secret value of that environment.
 func hostileServer(t *testing.T, pgStore bool) (*server, []string) {
+	s, secrets, _, _ := hostileServerWith(t, pgStore, nil)
+	return s, secrets
+}
+
+// hostileServerWith is hostileServer with the config changed by edit
+// before the start; it also returns the warehouse and, for the Postgres
+// store, the store's database.
+func hostileServerWith(t *testing.T, pgStore bool, edit func(*serverConfig, map[string]string, *pgDB)) (*server, []string, *pgDB, *pgDB) {
 	t.Helper()
 	wh := newPGDB(t)
 	wh.eventTable(t, 50)
@@ -67,16 +79,21 @@ func hostileServer(t *testing.T, pgStore bool) (*server, []string) {
 			{"id": p2Conn, "kind": "postgres", "dsn": "${TRIB_IT_P2_DSN}", "projects": []int{2}},
 		},
 	}
+	var stDB *pgDB
 	if pgStore {
-		env["TRIB_IT_STORE_URL"] = storeURL(t, newPGDB(t))
+		stDB = newPGDB(t)
+		env["TRIB_IT_STORE_URL"] = storeURL(t, stDB)
 		cfg.Store = "${TRIB_IT_STORE_URL}"
+	}
+	if edit != nil {
+		edit(&cfg, env, wh)
 	}
 	secrets := make([]string, 0, len(env))
 	for k, v := range env {
 		t.Setenv(k, v) // the child inherits them
 		secrets = append(secrets, v)
 	}
-	return startServer(t, cfg), secrets
+	return startServer(t, cfg), secrets, wh, stDB
 }
 
 // wantNoSecret fails if body shows any secret value.
@@ -283,5 +300,127 @@ time_column_name: t
 		if err == nil || !strings.Contains(string(out), tc.want) || strings.Contains(string(out), "default-pass-2") {
 			t.Errorf("serve with %s: %v\n%s\nwant %q", tc.name, err, out, tc.want)
 		}
+	}
+}
+
+// Connections created through the app API: owner only, a Postgres server
+// on the operator's allow-list only, the password sealed in the store and
+// shown in no answer; an import on it syncs, before and after a restart.
+func TestHostileConnectionAPI(t *testing.T) {
+	for _, pgStore := range []bool{false, true} {
+		name := "embedded"
+		if pgStore {
+			name = "postgres"
+		}
+		t.Run(name, func(t *testing.T) { connectionAPI(t, pgStore) })
+	}
+}
+
+func connectionAPI(t *testing.T, pgStore bool) {
+	password := "conn-pass-" + randHex(t)
+	var host, port, user, database string
+	s, secrets, _, stDB := hostileServerWith(t, pgStore, func(cfg *serverConfig, env map[string]string, wh *pgDB) {
+		c, err := pgx.ParseConfig(wh.dsn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		host, port, user, database = c.Host, strconv.Itoa(int(c.Port)), c.User, c.Database
+		env["TRIB_IT_CONN_KEY"] = randHex(t) + randHex(t) + randHex(t) + randHex(t)
+		cfg.ConnectionKey = "${TRIB_IT_CONN_KEY}"
+		cfg.ConnectionHosts = []string{net.JoinHostPort(host, port)}
+		cfg.Projects[1].ServiceAccounts = append(cfg.Projects[1].ServiceAccounts, saConfig{"p2-admin", "p2-admin-secret-1", "admin"})
+	})
+	secrets = append(secrets, password)
+	owner := basicAuth(hostileOwner, hostileSecret)
+	conns := "/api/app/projects/2/warehouse-sources/connections"
+	conn := func(fields map[string]any) []byte {
+		m := map[string]any{"kind": "postgres", "host": host, "port": port, "user": user, "password": password, "database": database, "sslmode": "disable"}
+		for k, v := range fields {
+			if v == nil {
+				delete(m, k)
+			} else {
+				m[k] = v
+			}
+		}
+		return mustJSON(t, m)
+	}
+	refusals := []struct {
+		name   string
+		auth   authFn
+		body   []byte
+		status int
+		field  string
+	}{
+		{"an admin", basicAuth("p2-admin", "p2-admin-secret-1"), conn(nil), http.StatusForbidden, "connections need owner"},
+		{"a local port", owner, conn(map[string]any{"port": "22"}), http.StatusBadRequest, "host:"},
+		{"another host", owner, conn(map[string]any{"host": "localhost"}), http.StatusBadRequest, "host:"},
+		{"a unix socket", owner, conn(map[string]any{"host": "/var/run/postgresql"}), http.StatusBadRequest, "host:"},
+		{"a DSN", owner, mustJSON(t, map[string]any{"kind": "postgres", "dsn": "${TRIB_IT_P1_DSN}"}), http.StatusBadRequest, "dsn:"},
+		{"the server's password", owner, conn(map[string]any{"password": nil}), http.StatusBadRequest, "password:"},
+		{"a DuckDB file", owner, mustJSON(t, map[string]any{"kind": "duckdb", "path": "/etc/passwd"}), http.StatusBadRequest, "path:"},
+	}
+	for _, rf := range refusals {
+		r := s.do(t, request{Path: conns, Auth: rf.auth, Body: rf.body})
+		wantNoSecret(t, rf.name, r.Body, secrets)
+		if r.Status != rf.status || !strings.Contains(string(r.Body), rf.field) {
+			t.Errorf("creating a connection with %s: %s, want %d naming %s", rf.name, r, rf.status, rf.field)
+		}
+	}
+	created := s.do(t, request{Path: conns, Auth: owner, Body: conn(nil)})
+	wantNoSecret(t, "creating a connection", created.Body, secrets)
+	var cv struct{ Results map[string]any }
+	if created.Status != http.StatusOK || json.Unmarshal(created.Body, &cv) != nil || cv.Results["secrets_set"] == nil {
+		t.Fatalf("create: %s", created)
+	}
+	id := fmt.Sprint(cv.Results["id"])
+	list := s.do(t, request{Method: http.MethodGet, Path: conns, Auth: owner})
+	wantNoSecret(t, "the connection list", list.Body, secrets)
+	if !strings.Contains(string(list.Body), `"id":"`+id+`"`) {
+		t.Fatalf("list: %s", list)
+	}
+	if stDB != nil {
+		var n int
+		if err := stDB.conn.QueryRow(context.Background(), `SELECT count(*) FROM import_docs WHERE doc::text LIKE '%' || $1 || '%'`, password).Scan(&n); err != nil || n != 0 {
+			t.Fatalf("the store holds the password in clear (%d docs, %v)", n, err)
+		}
+	}
+	// Project 1 cannot name it; project 2's import on it syncs.
+	imp := func() []byte {
+		return mustJSON(t, map[string]any{"warehouse_source_id": id, "table_params": map[string]any{"table": "ev"},
+			"time_column_name": "event_time", "user_column_name": "user_id", "insert_id_column_name": "id", "sync_mode": "full_sync"})
+	}
+	if r := s.do(t, request{Path: "/api/app/projects/1/warehouse-sources/imports/event-stream", Auth: basicAuth("p1-owner", "p1-owner-secret-1"), Body: imp()}); r.Status != http.StatusBadRequest ||
+		!strings.Contains(string(r.Body), "warehouse_source_id:") {
+		t.Fatalf("project 1 naming project 2's connection: %s", r)
+	}
+	base := "/api/app/projects/2/warehouse-sources/imports"
+	r := s.do(t, request{Path: base + "/event-stream", Auth: owner, Body: imp()})
+	var ic struct{ Results map[string]any }
+	if r.Status != http.StatusOK || json.Unmarshal(r.Body, &ic) != nil {
+		t.Fatalf("import on the API connection: %s", r)
+	}
+	path := base + "/" + fmt.Sprint(ic.Results["id"])
+	syncOnce := func() runRow {
+		t.Helper()
+		r := s.do(t, request{Method: http.MethodPut, Path: path + "/manual-sync", Auth: owner, Body: []byte(`{}`)})
+		var sr struct {
+			Results struct {
+				RunID string `json:"run_id"`
+			}
+		}
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &sr) != nil {
+			t.Fatalf("manual sync: %s", r)
+		}
+		return waitHostileRun(t, s, owner, path, sr.Results.RunID)
+	}
+	if run := syncOnce(); run.Status != "SUCCEEDED" || run.Imported != 50 {
+		t.Fatalf("run: %+v", run)
+	}
+	if r := s.do(t, request{Method: http.MethodDelete, Path: conns + "/" + id, Auth: owner}); r.Status != http.StatusConflict {
+		t.Fatalf("deleting a connection in use: %s, want 409", r)
+	}
+	s.Restart()
+	if run := syncOnce(); run.Status != "SUCCEEDED" || run.RowsRead != 50 {
+		t.Fatalf("run after a restart (the sealed password reopened): %+v", run)
 	}
 }

@@ -114,6 +114,10 @@ type serverConfig struct {
 	// Connections are the operator's warehouse connections: id, kind,
 	// projects and the kind's fields.
 	Connections []map[string]any `yaml:"connections,omitempty"`
+	// ConnectionKey enables connections through the app API;
+	// ConnectionHosts are the hosts they may reach.
+	ConnectionKey   string   `yaml:"connection_key,omitempty"`
+	ConnectionHosts []string `yaml:"connection_hosts_allowed,omitempty"`
 }
 
 // defaultConfig is a US server with a US project (owner, analyst and a
