@@ -129,3 +129,33 @@ func TestConnections(t *testing.T) {
 		})
 	}
 }
+
+func TestConnectionKeyAndHosts(t *testing.T) {
+	key := strings.Repeat("ab", 32)
+	c, err := Parse("c.yaml", []byte("connection_key: ${K}\nconnection_hosts_allowed: [db.internal:5432, replica.internal, '[::1]:5432']\n"+oneProject),
+		env(map[string]string{"K": key}))
+	if err != nil || len(c.ConnectionKeyBytes()) != 32 {
+		t.Fatalf("%v %v", err, c)
+	}
+	for _, tc := range []struct {
+		host, port string
+		ok         bool
+	}{
+		{"db.internal", "5432", true}, {"DB.internal", "5432", true}, {"db.internal", "5433", false},
+		{"replica.internal", "6543", true}, {"::1", "5432", true}, {"127.0.0.1", "5432", false}, {"db.internal,127.0.0.1", "5432", false},
+	} {
+		if got := c.HostAllowed(tc.host, tc.port); got != tc.ok {
+			t.Errorf("HostAllowed(%s, %s) = %v", tc.host, tc.port, got)
+		}
+	}
+	for _, tc := range []struct{ yaml, want string }{
+		{"connection_key: tooshort\n", "connection_key: must be 32 random bytes"},
+		{"connection_key: ${K:-" + key + "}\n", "connection_key: line 1: ${VAR:-default} is not accepted for a secret"},
+		{"connection_hosts_allowed: ['a,b']\n", `connection_hosts_allowed[0]: "a,b": give host or host:port`},
+		{"connection_hosts_allowed: [':5432']\n", `connection_hosts_allowed[0]`},
+	} {
+		if _, err := Parse("c.yaml", []byte(tc.yaml+oneProject), env(nil)); err == nil || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), key) {
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
