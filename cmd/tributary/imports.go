@@ -38,7 +38,7 @@ func loadImportEnv(path string, explicit bool) (importEnv, error) {
 	if _, err := os.Stat(path); err != nil && !explicit {
 		return env, nil
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadForImports(path)
 	if err != nil {
 		return env, err
 	}

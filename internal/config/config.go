@@ -178,10 +178,30 @@ func Load(path string) (*Config, error) {
 	return Parse(path, raw, os.LookupEnv)
 }
 
+// LoadForImports is Load for the commands that read import files but
+// neither serve nor open the store (validate, preview, sources test):
+// the server's own secrets (project and service-account secrets,
+// metrics_token, store, connection_key) may have their variables unset;
+// connections' fields may not.
+func LoadForImports(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	return parse(path, raw, expander{lookup: os.LookupEnv, lenient: true})
+}
+
 // Parse is Load without the file system; lookup resolves ${VAR}.
 // Values are expanded one by one after parsing (expand.go); YAML aliases
 // and merge keys are refused, so every secret is written where it is used.
 func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	return parse(path, raw, expander{lookup: lookup})
+}
+
+func parse(path string, raw []byte, x expander) (*Config, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(raw, &doc); err != nil {
 		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
@@ -193,7 +213,7 @@ func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config
 	text := []byte{}
 	if len(doc.Content) > 0 {
 		raws = rawConnections(doc.Content[0])
-		if err := expand(&doc, "", lookup); err != nil {
+		if err := x.expand(&doc, ""); err != nil {
 			return nil, fmt.Errorf("config %s: %w", path, err)
 		}
 		var err error

@@ -12,15 +12,23 @@ import (
 // variable would silently give the server the default written in the file.
 var secretKey = regexp.MustCompile(`^(store|metrics_token|connection_key|projects\[\d+\]\.api_secret|projects\[\d+\]\.service_accounts\[\d+\]\.secret)$`)
 
-// expand resolves ${VAR} in every scalar value on its own, after parsing,
-// so a value from the environment cannot change the document's structure
-// and a reference in a comment is never resolved. key is n's path, e.g.
-// projects[0].api_secret.
-func expand(n *yaml.Node, key string, lookup func(string) (string, bool)) error {
+// expander resolves ${VAR} in every scalar value on its own, after
+// parsing, so a value from the environment cannot change the document's
+// structure and a reference in a comment is never resolved.
+type expander struct {
+	lookup func(string) (string, bool)
+	// lenient lets the server's own secrets (secretKey) be unset, for
+	// commands that only read imports: a project secret becomes a
+	// placeholder, the store embedded.
+	lenient bool
+}
+
+// expand expands n, whose path is key (e.g. projects[0].api_secret).
+func (x expander) expand(n *yaml.Node, key string) error {
 	switch n.Kind {
 	case yaml.DocumentNode:
 		for _, c := range n.Content {
-			if err := expand(c, key, lookup); err != nil {
+			if err := x.expand(c, key); err != nil {
 				return err
 			}
 		}
@@ -28,7 +36,13 @@ func expand(n *yaml.Node, key string, lookup func(string) (string, bool)) error 
 		if secretKey.MatchString(key) && HasDefault(n.Value) {
 			return bad(key, "line %d: ${VAR:-default} is not accepted for a secret; give ${VAR} and set the variable", n.Line)
 		}
-		v, err := ExpandEnv(n.Value, lookup)
+		v, err := ExpandEnv(n.Value, x.lookup)
+		if err != nil && x.lenient && secretKey.MatchString(key) {
+			v, err = "unset variable "+n.Value, nil
+			if key == "store" {
+				v = ""
+			}
+		}
 		if err != nil {
 			return bad(key, "line %d: %v", n.Line, err)
 		}
@@ -43,13 +57,13 @@ func expand(n *yaml.Node, key string, lookup func(string) (string, bool)) error 
 			if key != "" {
 				k = key + "." + k
 			}
-			if err := expand(n.Content[i+1], k, lookup); err != nil {
+			if err := x.expand(n.Content[i+1], k); err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if err := expand(c, fmt.Sprintf("%s[%d]", key, i), lookup); err != nil {
+			if err := x.expand(c, fmt.Sprintf("%s[%d]", key, i)); err != nil {
 				return err
 			}
 		}

@@ -159,3 +159,42 @@ func TestConnectionKeyAndHosts(t *testing.T) {
 		}
 	}
 }
+
+// The commands that only read imports run without the server's own
+// secrets set, but never without a connection's.
+func TestLoadForImports(t *testing.T) {
+	for _, k := range []string{"TRIBUTARY_DEMO_SECRET", "TRIBUTARY_DEMO_SA_SECRET", "TRIBUTARY_DEMO_ANALYST_SECRET"} {
+		if _, set := os.LookupEnv(k); set {
+			t.Setenv(k, "")
+			os.Unsetenv(k)
+		}
+	}
+	if _, err := Load("../../configs/tributary.yaml"); err == nil || !strings.Contains(err.Error(), "environment variable TRIBUTARY_DEMO_SECRET is not set") {
+		t.Fatalf("serve's load without the secrets: %v", err)
+	}
+	c, err := LoadForImports("../../configs/tributary.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conn, ok := c.Connection("demo-warehouse"); !ok || conn.Fields["path"] == "" {
+		t.Fatalf("connections: %+v", c.Connections)
+	}
+	dir := t.TempDir()
+	for _, tc := range []struct{ yaml, want string }{
+		{"store: ${TRIB_TEST_UNSET_STORE}\nmetrics_token: ${M}\n" + oneProject, ""},
+		{oneProject + "connections:\n  - {id: a, kind: postgres, dsn: '${TRIB_TEST_UNSET_DSN}'}\n", "connections[0].dsn: line 7: environment variable TRIB_TEST_UNSET_DSN is not set"},
+		{"metrics_token: ${M:-0123456789abcdef}\n" + oneProject, "${VAR:-default} is not accepted"},
+	} {
+		p := filepath.Join(dir, "c.yaml")
+		if err := os.WriteFile(p, []byte(tc.yaml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := LoadForImports(p)
+		switch {
+		case tc.want == "" && (err != nil || c.StoreKind() != StoreEmbedded):
+			t.Errorf("%q: %v", tc.yaml, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
