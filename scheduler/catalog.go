@@ -71,9 +71,12 @@ type Catalog struct {
 	log      *slog.Logger
 	now      func() time.Time
 
-	mu       sync.Mutex
-	entries  map[key]Entry
-	docs     map[key]doc
+	mu      sync.Mutex
+	entries map[key]Entry
+	docs    map[key]doc
+	// leftOut are stored imports that no longer pass at start: their ids
+	// stay taken, so a new import never inherits their runs or state.
+	leftOut  map[key]bool
 	onChange func(Entry)
 }
 
@@ -110,7 +113,7 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	}
 	c := &Catalog{st: o.Store, reg: o.Registry, projects: o.Projects, conns: o.Connections, floor: o.MinInterval,
 		connKey: o.ConnectionKey, hostOK: o.HostAllowed, apiConns: map[string]connDoc{},
-		log: o.Log, now: o.Now, entries: map[key]Entry{}, docs: map[key]doc{}}
+		log: o.Log, now: o.Now, entries: map[key]Entry{}, docs: map[key]doc{}, leftOut: map[key]bool{}}
 	for _, im := range o.Files {
 		p, _ := o.Projects(im.ProjectID)
 		c.entries[key{im.ProjectID, im.ID}] = Entry{Import: im, Project: p, Origin: OriginFile}
@@ -142,7 +145,10 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 			// imports had to name a connection, a connection removed
 			// from the config) is left out, not run: the server still
 			// starts, and the import can be created again.
-			c.log.Warn("import left out: it does not pass the server's rules; create it again", "project", sd.Project, "import", sd.ID, "err", err)
+			c.leftOut[k] = true
+			if !d.Deleted {
+				c.log.Warn("import left out: it does not pass the server's rules; create it again", "project", sd.Project, "import", sd.ID, "err", err)
+			}
 			continue
 		}
 		c.docs[k] = d

@@ -67,6 +67,10 @@ connections:
 	if _, ok := c.Get(1, "1"); ok {
 		t.Fatal("a stored API import with an inline source was loaded")
 	}
+	// Its id stays taken: a new import must not inherit its runs.
+	if _, err := c.Create(ctx, 1, importspec.People, []byte(`{"id":"1","warehouse_source_id":"wh","sync_mode":"full_sync","table_params":{"table":"u"},"user_column_name":"id"}`), "sa"); !errors.Is(err, ErrExists) {
+		t.Fatalf("reusing a left-out id: %v", err)
+	}
 	if e, ok := c.Get(1, "f"); !ok || e.Schedule() != "@hourly" {
 		t.Fatalf("file import: %+v, want its own schedule (the stored one is under the floor)", e.Import)
 	}
@@ -82,7 +86,7 @@ connections:
 		}
 	}
 	e, err := c.Create(ctx, 1, importspec.People, []byte(body+`"warehouse_source_id":"wh"}`), "sa")
-	if err != nil || e.Import.SourceKind() != "duckdb" || e.Import.SourceConfig().Fields["path"] != "/srv/wh.duckdb" {
+	if err != nil || e.Import.ID != "2" || e.Import.SourceKind() != "duckdb" || e.Import.SourceConfig().Fields["path"] != "/srv/wh.duckdb" {
 		t.Fatalf("create: %v %+v", err, e.Import)
 	}
 	for _, sc := range []string{"@every 1s", "@every 0s", "@every -5m", "*/1 * * * * *"} {

@@ -88,7 +88,7 @@ func (c *Catalog) Create(ctx context.Context, project int64, importType string, 
 		id = c.nextID(project)
 	}
 	k := key{project, id}
-	if _, taken := c.entries[k]; taken {
+	if _, taken := c.entries[k]; taken || c.leftOut[k] {
 		return Entry{}, fmt.Errorf("import %s in project %d: %w", id, project, ErrExists)
 	}
 	fields["id"], _ = json.Marshal(id)
@@ -112,6 +112,11 @@ func (c *Catalog) Create(ctx context.Context, project int64, importType string, 
 func (c *Catalog) nextID(project int64) string {
 	var max int64
 	for k := range c.entries {
+		if n, err := strconv.ParseInt(k.id, 10, 64); err == nil && k.project == project && n > max {
+			max = n
+		}
+	}
+	for k := range c.leftOut {
 		if n, err := strconv.ParseInt(k.id, 10, 64); err == nil && k.project == project && n > max {
 			max = n
 		}
