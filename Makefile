@@ -12,8 +12,13 @@ export GOFLAGS := $(GOFLAGS) -tags=duckdb_arrow
 build:
 	$(GO) build -o $(BIN) ./cmd/tributary
 
+# configs/tributary.yaml takes its secrets from the environment only; the
+# values here are demo-only defaults for variables that are not set.
 run: build
 	./$(BIN) demo-warehouse data/demo-warehouse.duckdb
+	TRIBUTARY_DEMO_SECRET="$${TRIBUTARY_DEMO_SECRET:-demo-api-secret}" \
+	TRIBUTARY_DEMO_SA_SECRET="$${TRIBUTARY_DEMO_SA_SECRET:-demo-sa-secret}" \
+	TRIBUTARY_DEMO_ANALYST_SECRET="$${TRIBUTARY_DEMO_ANALYST_SECRET:-demo-analyst-secret}" \
 	./$(BIN) serve --config $(CONFIG)
 
 # Every test, including the integration tests that start real servers.

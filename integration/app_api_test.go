@@ -22,9 +22,10 @@ func appConfig() serverConfig {
 }
 
 // createBody is an event-stream import of db's table ev, as the app API
-// takes it: the import file's fields in JSON, with run_every.
+// takes it: the import file's fields in JSON naming the operator's
+// connection, with run_every.
 func createBody(extra string) []byte {
-	return []byte(`{"sync_mode":"time_based","source":{"kind":"postgres","dsn":"${TRIBUTARY_IT_SYNC_DSN}"},
+	return []byte(`{"sync_mode":"time_based","warehouse_source_id":` + syncConn + `,
 		"table_params":{"table":"ev"},"event_name":"purchase","time_column_name":"event_time","user_column_name":"user_id",
 		"insert_id_column_name":"id","insert_time_column_name":"loaded_at","run_every":0` + extra + `}`)
 }
@@ -155,7 +156,8 @@ func TestAppAPIImportLifecycle(t *testing.T) {
 		checkResponse(t, router, method, s.URL+path, r)
 	}
 
-	// A literal secret is refused; a ${VAR} reference is taken.
+	// An inline source is refused (with or without a literal secret); a
+	// connection of the config is taken.
 	lit := s.do(t, request{Path: base + "/event-stream", Auth: asOwner,
 		Body: []byte(`{"source":{"kind":"postgres","dsn":"postgres://u:hunter2@h/db"},"table_params":{"table":"ev"},"time_column_name":"event_time","sync_mode":"full_sync"}`)})
 	if lit.Status != http.StatusBadRequest || strings.Contains(string(lit.Body), "hunter2") {

@@ -66,6 +66,7 @@ func TestPGThreeProcessesSyncExactlyOnce(t *testing.T) {
 	}
 	cfg := defaultConfig()
 	cfg.ImportsDir, cfg.Store, cfg.SyncLease = mpImportsDir(t, src), storeURL(t, st), mpLease
+	cfg.MinScheduleInterval = mpEvery.String() // under the 1m default, for a test of many ticks
 	servers := startCluster(t, 3, cfg)
 
 	// Phase 1: a minute of ticks, source rows arriving and manual syncs

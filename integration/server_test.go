@@ -114,6 +114,15 @@ type serverConfig struct {
 	TLSKey      string          `yaml:"tls_key_file,omitempty"`
 	Redirect    string          `yaml:"redirect_http_listen,omitempty"`
 	Projects    []projectConfig `yaml:"projects"`
+	// MinScheduleInterval is the schedule floor, e.g. 5s (default 1m).
+	MinScheduleInterval string `yaml:"min_schedule_interval,omitempty"`
+	// Connections are the operator's warehouse connections: id, kind,
+	// projects and the kind's fields.
+	Connections []map[string]any `yaml:"connections,omitempty"`
+	// ConnectionKey enables connections through the app API;
+	// ConnectionHosts are the hosts they may reach.
+	ConnectionKey   string   `yaml:"connection_key,omitempty"`
+	ConnectionHosts []string `yaml:"connection_hosts_allowed,omitempty"`
 }
 
 // defaultConfig is a US server with a US project (owner, analyst and a

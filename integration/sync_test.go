@@ -20,9 +20,15 @@ import (
 
 const syncImport = "ev-sync"
 
+// syncConn is the id of the connection to the sync tests' database:
+// numeric, as the public API's warehouse_source_id is.
+const syncConn = "1"
+
 // syncServer starts a server whose imports_dir holds one time_based,
 // API-triggered import of db's table ev, with the DSN from the
-// environment as a secret must be.
+// environment as a secret must be, and whose config declares connection
+// syncConn to db for the main project (imports created through the API
+// name it).
 func syncServer(t *testing.T, db *pgDB) *server {
 	t.Helper()
 	return syncServerCfg(t, db, defaultConfig())
@@ -50,6 +56,8 @@ schedule: api
 	}
 	t.Setenv("TRIBUTARY_IT_SYNC_DSN", db.dsn) // the child inherits it
 	cfg.ImportsDir = dir
+	cfg.Connections = append(cfg.Connections, map[string]any{"id": syncConn, "kind": "postgres",
+		"dsn": "${TRIBUTARY_IT_SYNC_DSN}", "projects": []int64{mainID}})
 	return startServer(t, cfg)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strconv"
 	"strings"
@@ -62,12 +63,20 @@ type Catalog struct {
 	st       store.Store
 	reg      *connectors.Registry
 	projects func(int64) (importspec.Project, bool)
-	env      func(string) (string, bool)
+	conns    *importspec.Connections
+	connKey  []byte                       // connection_key; nil: no connections through the API
+	hostOK   func(host, port string) bool // connection_hosts_allowed
+	apiConns map[string]connDoc           // connections created through the API, by id
+	floor    time.Duration
+	log      *slog.Logger
 	now      func() time.Time
 
-	mu       sync.Mutex
-	entries  map[key]Entry
-	docs     map[key]doc
+	mu      sync.Mutex
+	entries map[key]Entry
+	docs    map[key]doc
+	// leftOut are stored imports that no longer pass at start: their ids
+	// stay taken, so a new import never inherits their runs or state.
+	leftOut  map[key]bool
 	onChange func(Entry)
 }
 
@@ -76,9 +85,19 @@ type CatalogOptions struct {
 	Store    store.Store
 	Registry *connectors.Registry
 	Projects func(int64) (importspec.Project, bool)
-	Files    []*importspec.Import        // validated imports from imports_dir
-	Env      func(string) (string, bool) // ${VAR} lookup; nil: the environment
-	Now      func() time.Time
+	Files    []*importspec.Import // validated imports from imports_dir
+	// Connections are the operator's; imports from the API can only
+	// name one of them.
+	Connections *importspec.Connections
+	// ConnectionKey seals the secrets of connections created through the
+	// API (nil: no such connections); HostAllowed is the operator's
+	// allow-list for their hosts.
+	ConnectionKey []byte
+	HostAllowed   func(host, port string) bool
+	// MinInterval is the schedule floor (0: importspec.DefaultMinInterval).
+	MinInterval time.Duration
+	Log         *slog.Logger // nil: discarded
+	Now         func() time.Time
 }
 
 // NewCatalog loads the API's documents over the file imports.
@@ -86,8 +105,15 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	c := &Catalog{st: o.Store, reg: o.Registry, projects: o.Projects, env: o.Env, now: o.Now,
-		entries: map[key]Entry{}, docs: map[key]doc{}}
+	if o.Log == nil {
+		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.Connections == nil {
+		o.Connections, _ = importspec.NewConnections(nil, nil)
+	}
+	c := &Catalog{st: o.Store, reg: o.Registry, projects: o.Projects, conns: o.Connections, floor: o.MinInterval,
+		connKey: o.ConnectionKey, hostOK: o.HostAllowed, apiConns: map[string]connDoc{},
+		log: o.Log, now: o.Now, entries: map[key]Entry{}, docs: map[key]doc{}, leftOut: map[key]bool{}}
 	for _, im := range o.Files {
 		p, _ := o.Projects(im.ProjectID)
 		c.entries[key{im.ProjectID, im.ID}] = Entry{Import: im, Project: p, Origin: OriginFile}
@@ -96,7 +122,18 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: load imports: %w", err)
 	}
+	// Connections first: imports may name them.
 	for _, sd := range docs {
+		if strings.HasPrefix(sd.ID, connPrefix) {
+			if err := c.loadConnection(sd); err != nil {
+				c.log.Warn("connection left out: it cannot be opened", "project", sd.Project, "connection", strings.TrimPrefix(sd.ID, connPrefix), "err", err)
+			}
+		}
+	}
+	for _, sd := range docs {
+		if strings.HasPrefix(sd.ID, connPrefix) {
+			continue
+		}
 		var d doc
 		if err := json.Unmarshal(sd.Doc, &d); err != nil {
 			return nil, fmt.Errorf("scheduler: import %s of project %d: stored document: %w", sd.ID, sd.Project, err)
@@ -104,9 +141,15 @@ func NewCatalog(ctx context.Context, o CatalogOptions) (*Catalog, error) {
 		k := key{sd.Project, sd.ID}
 		e, err := c.apply(k, d)
 		if err != nil {
-			// Like a bad import file, a stored import that no longer
-			// validates (a removed env var) stops the start, named.
-			return nil, fmt.Errorf("scheduler: import %s of project %d: %w", sd.ID, sd.Project, err)
+			// A stored import that no longer passes (one from before
+			// imports had to name a connection, a connection removed
+			// from the config) is left out, not run: the server still
+			// starts, and the import can be created again.
+			c.leftOut[k] = true
+			if !d.Deleted {
+				c.log.Warn("import left out: it does not pass the server's rules; create it again", "project", sd.Project, "import", sd.ID, "err", err)
+			}
+			continue
 		}
 		c.docs[k] = d
 		if e.Import != nil {
@@ -121,7 +164,10 @@ func (c *Catalog) apply(k key, d doc) (Entry, error) {
 	var e Entry
 	switch d.Origin {
 	case OriginAPI:
-		im, err := importspec.Parse(fmt.Sprintf("import %s", k.id), d.Spec, c.reg, c.env)
+		im, err := c.loader().ParseAPI(fmt.Sprintf("import %s", k.id), d.Spec)
+		if err == nil {
+			err = im.Check(c.rules())
+		}
 		if err != nil {
 			return e, err
 		}
@@ -142,10 +188,24 @@ func (c *Catalog) apply(k key, d doc) (Entry, error) {
 		e.Import.Paused = *d.Paused
 	}
 	if d.Schedule != nil {
-		e.Import.Schedule = *d.Schedule
+		// Patch checks a new schedule; one stored by an older version
+		// under the floor is not applied (the import keeps its own).
+		if err := importspec.CheckSchedule(*d.Schedule, c.floor); err != nil {
+			c.log.Warn("stored schedule ignored", "project", k.project, "import", k.id, "err", err)
+		} else {
+			e.Import.Schedule = *d.Schedule
+		}
 	}
 	e.Deleted, e.CreatedMs, e.Creator = d.Deleted, d.CreatedMs, d.Creator
 	return e, nil
+}
+
+func (c *Catalog) loader() importspec.Loader {
+	return importspec.Loader{Registry: c.reg, Connections: c.conns}
+}
+
+func (c *Catalog) rules() importspec.Rules {
+	return importspec.Rules{Registry: c.reg, Projects: c.projects, MinInterval: c.floor}
 }
 
 // List returns the imports of project (0: all), deleted ones excluded,

@@ -65,9 +65,6 @@ func (c *Catalog) Create(ctx context.Context, project int64, importType string, 
 		fields["schedule"], _ = json.Marshal(s)
 		delete(fields, "run_every")
 	}
-	if _, ok := fields["warehouse_source_id"]; ok {
-		return Entry{}, fmt.Errorf("%w: warehouse_source_id: sources are declared inline; give source: {kind: …, …} with secrets as ${VAR}", ErrInvalid)
-	}
 	if raw, ok := fields["import_type"]; ok {
 		var t string
 		if json.Unmarshal(raw, &t) != nil || t != importType {
@@ -91,7 +88,7 @@ func (c *Catalog) Create(ctx context.Context, project int64, importType string, 
 		id = c.nextID(project)
 	}
 	k := key{project, id}
-	if _, taken := c.entries[k]; taken {
+	if _, taken := c.entries[k]; taken || c.leftOut[k] {
 		return Entry{}, fmt.Errorf("import %s in project %d: %w", id, project, ErrExists)
 	}
 	fields["id"], _ = json.Marshal(id)
@@ -101,9 +98,9 @@ func (c *Catalog) Create(ctx context.Context, project int64, importType string, 
 	if err != nil {
 		return Entry{}, err
 	}
-	im, err := importspec.Parse("import "+id, spec, c.reg, c.env)
+	im, err := c.loader().ParseAPI("import "+id, spec)
 	if err == nil {
-		err = im.Validate(c.reg, c.projects)
+		err = im.Check(c.rules())
 	}
 	if err != nil {
 		return Entry{}, fmt.Errorf("%w: %w", ErrInvalid, err)
@@ -119,14 +116,19 @@ func (c *Catalog) nextID(project int64) string {
 			max = n
 		}
 	}
+	for k := range c.leftOut {
+		if n, err := strconv.ParseInt(k.id, 10, 64); err == nil && k.project == project && n > max {
+			max = n
+		}
+	}
 	return strconv.FormatInt(max+1, 10)
 }
 
 // Patch changes whether an import is paused and its schedule.
 func (c *Catalog) Patch(ctx context.Context, project int64, id string, paused *bool, schedule *string) (Entry, error) {
 	if schedule != nil {
-		if _, err := importspec.ParseSchedule(*schedule); err != nil {
-			return Entry{}, fmt.Errorf("%w: schedule: %q: %v", ErrInvalid, *schedule, err)
+		if err := importspec.CheckSchedule(*schedule, c.floor); err != nil {
+			return Entry{}, fmt.Errorf("%w: schedule: %w", ErrInvalid, err)
 		}
 	}
 	c.mu.Lock()

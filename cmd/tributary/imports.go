@@ -13,6 +13,7 @@ import (
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/preview"
 	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/internal/server"
 )
 
 // files collects repeated -c flags.
@@ -21,25 +22,33 @@ type files []string
 func (f *files) String() string     { return strings.Join(*f, ",") }
 func (f *files) Set(v string) error { *f = append(*f, v); return nil }
 
-// projectsOf returns the project lookup of the server config at path; a
-// missing default config is not an error (validate then skips the ID-mode
-// checks), a missing explicit one is.
-func projectsOf(path string, explicit bool) (func(int64) (importspec.Project, bool), error) {
+// importEnv is what import files are read and checked against: the
+// server config's connections, projects and schedule floor.
+type importEnv struct {
+	loader importspec.Loader
+	rules  importspec.Rules // rules.Projects is nil without a config
+}
+
+// loadImportEnv reads the server config at path; a missing default config
+// is not an error (validate then skips the ID-mode checks, and no
+// connection resolves), a missing explicit one is.
+func loadImportEnv(path string, explicit bool) (importEnv, error) {
+	reg := kinds.Registry()
+	env := importEnv{loader: importspec.Loader{Registry: reg}, rules: importspec.Rules{Registry: reg}}
 	if _, err := os.Stat(path); err != nil && !explicit {
-		return nil, nil
+		return env, nil
 	}
-	cfg, err := config.Load(path)
+	cfg, err := config.LoadForImports(path)
 	if err != nil {
-		return nil, err
+		return env, err
 	}
-	return func(id int64) (importspec.Project, bool) {
-		for _, p := range cfg.Projects {
-			if p.ID == id {
-				return importspec.Project{ID: id, Simplified: p.IDManagement != config.IDOriginal}, true
-			}
-		}
-		return importspec.Project{}, false
-	}, nil
+	conns, err := server.Connections(cfg)
+	if err != nil {
+		return env, err
+	}
+	env.loader.Connections = conns
+	env.rules = server.ImportRules(cfg)
+	return env, nil
 }
 
 func flagSet(name string, stderr io.Writer) (*flag.FlagSet, *files, *string) {
@@ -67,16 +76,15 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	if len(paths) == 0 {
 		return errors.New("validate: give import files with -c FILE")
 	}
-	projects, err := projectsOf(*cfgPath, explicitFlag(fs, "config"))
+	env, err := loadImportEnv(*cfgPath, explicitFlag(fs, "config"))
 	if err != nil {
 		return err
 	}
-	reg := kinds.Registry()
 	bad := 0
 	for _, p := range paths {
-		im, err := importspec.LoadFile(p, reg, nil)
+		im, err := env.loader.File(p)
 		if err == nil {
-			err = im.Validate(reg, projects)
+			err = im.Check(env.rules)
 		}
 		if err != nil {
 			bad++
@@ -106,16 +114,16 @@ func previewCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *format != "table" && *format != "ndjson" {
 		return fmt.Errorf("preview: --format %q: use table or ndjson", *format)
 	}
-	projects, err := projectsOf(*cfgPath, true)
+	env, err := loadImportEnv(*cfgPath, true)
 	if err != nil {
 		return err
 	}
-	reg := kinds.Registry()
-	im, err := importspec.LoadFile(paths[0], reg, nil)
+	reg := env.loader.Registry
+	im, err := env.loader.File(paths[0])
 	if err != nil {
 		return err
 	}
-	project, ok := projects(im.ProjectID)
+	project, ok := env.rules.Projects(im.ProjectID)
 	if !ok {
 		return &importspec.Error{File: im.File(), Key: "project_id", Msg: fmt.Sprintf("no project %d in %s", im.ProjectID, *cfgPath)}
 	}

@@ -34,6 +34,12 @@ func demoDir(t *testing.T) string {
 		}
 	}
 	t.Chdir(dir)
+	// The demo config takes its secrets from the environment (`make run`
+	// exports these demo-only values).
+	for k, v := range map[string]string{"TRIBUTARY_DEMO_SECRET": "demo-api-secret",
+		"TRIBUTARY_DEMO_SA_SECRET": "demo-sa-secret", "TRIBUTARY_DEMO_ANALYST_SECRET": "demo-analyst-secret"} {
+		t.Setenv(k, v)
+	}
 	return dir
 }
 

@@ -11,8 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 
 	"github.com/tributary-dev/tributary/connectors"
-	"github.com/tributary-dev/tributary/connectors/kinds"
-	"github.com/tributary-dev/tributary/engine/importspec"
 )
 
 // sourcesTest checks an import's source the way a sync would use it:
@@ -22,7 +20,7 @@ func sourcesTest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(args) == 0 || args[0] != "test" {
 		return errors.New("usage: tributary sources test -c IMPORT.yaml")
 	}
-	fs, fl, _ := flagSet("sources test", stderr)
+	fs, fl, cfgPath := flagSet("sources test", stderr)
 	if err := fs.Parse(args[1:]); err != nil {
 		return err
 	}
@@ -30,8 +28,12 @@ func sourcesTest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(paths) != 1 {
 		return errors.New("sources test: give one import file with -c FILE")
 	}
-	reg := kinds.Registry()
-	im, err := importspec.LoadFile(paths[0], reg, nil)
+	env, err := loadImportEnv(*cfgPath, explicitFlag(fs, "config"))
+	if err != nil {
+		return err
+	}
+	reg := env.loader.Registry
+	im, err := env.loader.File(paths[0])
 	if err != nil {
 		return err
 	}

@@ -11,8 +11,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/tributary-dev/tributary/connectors/kinds"
-	"github.com/tributary-dev/tributary/engine/importspec"
 	syncrun "github.com/tributary-dev/tributary/engine/run"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
@@ -83,8 +81,12 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(paths) != 1 {
 		return errors.New("sync: give one import file with -c FILE")
 	}
-	reg := kinds.Registry()
-	im, err := importspec.LoadFile(paths[0], reg, nil)
+	env, err := loadImportEnv(*cfgPath, true)
+	if err != nil {
+		return err
+	}
+	reg := env.loader.Registry
+	im, err := env.loader.File(paths[0])
 	if err != nil {
 		return err
 	}
@@ -100,11 +102,13 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer release()
 	projects := server.ProjectLookup(cfg)
-	if err := im.Validate(reg, projects); err != nil {
+	if err := im.Check(server.ImportRules(cfg)); err != nil {
 		return err
 	}
 	project, _ := projects(im.ProjectID)
-	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: projects})
+	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: projects,
+		Connections: env.loader.Connections, MinInterval: time.Duration(cfg.MinScheduleInterval), Log: log,
+		ConnectionKey: cfg.ConnectionKeyBytes(), HostAllowed: cfg.HostAllowed})
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/tributary-dev/tributary/connectors/duckdb"
 	"github.com/tributary-dev/tributary/connectors/kinds"
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/import.schema.json")
@@ -111,7 +112,19 @@ func TestSecretsOnlyFromEnvironment(t *testing.T) {
 }
 
 func TestDemoImportsValidate(t *testing.T) {
-	ims, err := importspec.LoadDir("../../configs/imports", connectors.NewRegistry(duckdb.Kind()), nil)
+	for k, v := range map[string]string{"TRIBUTARY_DEMO_SECRET": "demo-api-secret",
+		"TRIBUTARY_DEMO_SA_SECRET": "demo-sa-secret", "TRIBUTARY_DEMO_ANALYST_SECRET": "demo-analyst-secret"} {
+		t.Setenv(k, v) // as `make run` does
+	}
+	cfg, err := config.Load("../../configs/tributary.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	conns, err := importspec.NewConnections(cfg.Connections, kinds.Registry())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ims, err := importspec.Loader{Registry: kinds.Registry(), Connections: conns}.Dir("../../configs/imports")
 	if err != nil {
 		t.Fatal(err)
 	}

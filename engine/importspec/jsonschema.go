@@ -34,7 +34,7 @@ var fields = []field{
 	{"lookup_table_id", "string", "Lookup table a lookup_table import replaces.", nil},
 	{"property_key_column_name", "string", "Key column of a lookup_table import.", nil},
 	{"migrated_from", "string", "Tool whose history the table holds (needs a Simplified ID Merge project).", nil},
-	{"schedule", "string", "Cron expression, @every 15m, @hourly, @daily, @weekly, or api (manual only).", nil},
+	{"schedule", "string", "Cron expression (5 fields), @every 15m, @hourly, @daily, @weekly, or api (manual only); never more often than the server's min_schedule_interval (default 1m).", nil},
 	{"paused", "boolean", "Paused imports never run.", nil},
 	{"lookback", "string", "time_based only: re-read rows whose insert time is this long (e.g. 2h) before the watermark, to catch late rows; dedup absorbs re-reads.", nil},
 }
@@ -79,14 +79,20 @@ func JSONSchema(reg *connectors.Registry) ([]byte, error) {
 		kinds = append(kinds, map[string]any{"description": k.Doc, "type": "object",
 			"properties": kp, "required": req, "additionalProperties": false})
 	}
-	props["source"] = map[string]any{"description": "Connection: kind plus that kind's fields.", "oneOf": kinds}
+	kinds = append(kinds, map[string]any{"description": "A connection the operator declared in the server config (connections:).",
+		"type": "object", "properties": map[string]any{"connection": map[string]any{"type": "string"}},
+		"required": []string{"connection"}, "additionalProperties": false})
+	props["source"] = map[string]any{"description": "The source: {connection: ID} naming a connection of the server config, or an inline connection: kind plus that kind's fields.", "oneOf": kinds}
+	props["warehouse_source_id"] = map[string]any{"type": []string{"string", "integer"},
+		"description": "Id of a connection the operator declared in the server config (connections:), instead of source."}
 	schema := map[string]any{
 		"$schema":              "https://json-schema.org/draft/2020-12/schema",
 		"$id":                  "https://github.com/tributary-dev/tributary/docs/import.schema.json",
 		"title":                "Tributary warehouse import",
 		"type":                 "object",
 		"additionalProperties": false,
-		"required":             []string{"id", "project_id", "import_type", "sync_mode", "source", "table_params"},
+		"required":             []string{"id", "project_id", "import_type", "sync_mode", "table_params"},
+		"oneOf":                []any{map[string]any{"required": []string{"source"}}, map[string]any{"required": []string{"warehouse_source_id"}}},
 		"properties":           props,
 	}
 	b, err := json.MarshalIndent(schema, "", "  ")

@@ -7,6 +7,7 @@
 package importspec
 
 import (
+	"maps"
 	"time"
 
 	"github.com/tributary-dev/tributary/connectors"
@@ -34,9 +35,15 @@ type Import struct {
 	ProjectID  int64  `yaml:"project_id" json:"project_id"`
 	ImportType string `yaml:"import_type" json:"import_type"`
 	SyncMode   string `yaml:"sync_mode" json:"sync_mode"`
-	// Source is the connection: `kind` plus that kind's fields.
-	Source      map[string]string `yaml:"source" json:"source"`
-	TableParams connectors.Table  `yaml:"table_params" json:"table_params"`
+	// Source is an inline connection: `kind` plus that kind's fields
+	// (import files only; the operator writes them).
+	Source map[string]string `yaml:"source,omitempty" json:"source,omitempty"`
+	// Connection names one of the operator's connections (the server
+	// config's `connections:`) instead of Source; in a file also written
+	// `source: {connection: ID}`. Imports created through the app API
+	// can only name one.
+	Connection  string           `yaml:"warehouse_source_id,omitempty" json:"warehouse_source_id,omitempty"`
+	TableParams connectors.Table `yaml:"table_params" json:"table_params"`
 
 	EventName                string            `yaml:"event_name,omitempty" json:"event_name,omitempty"`
 	EventColumnName          string            `yaml:"event_column_name,omitempty" json:"event_column_name,omitempty"`
@@ -67,13 +74,20 @@ type Import struct {
 	Lookback string `yaml:"lookback,omitempty" json:"lookback,omitempty"`
 
 	file string
+	// conn is Connection resolved when the import was loaded; never
+	// encoded, as it may hold secrets.
+	conn *connectors.Config
 }
 
 // File is where the import was declared ("" for the API).
 func (im *Import) File() string { return im.file }
 
-// SourceConfig is the connection in the connectors package's terms.
+// SourceConfig is the connection in the connectors package's terms: the
+// named connection, or the inline source.
 func (im *Import) SourceConfig() connectors.Config {
+	if im.conn != nil {
+		return connectors.Config{Kind: im.conn.Kind, Fields: maps.Clone(im.conn.Fields)}
+	}
 	c := connectors.Config{Kind: im.Source["kind"], Fields: map[string]string{}}
 	for k, v := range im.Source {
 		if k != "kind" {
@@ -81,6 +95,14 @@ func (im *Import) SourceConfig() connectors.Config {
 		}
 	}
 	return c
+}
+
+// SourceKind is the kind of the import's source (duckdb, postgres, …).
+func (im *Import) SourceKind() string {
+	if im.conn != nil {
+		return im.conn.Kind
+	}
+	return im.Source["kind"]
 }
 
 // Event returns the static event name: event_name, or when neither it nor

@@ -14,13 +14,35 @@ import (
 
 var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$`)
 
-// Validate checks everything that needs no connection. project resolves
-// project_id (nil skips the project checks, for files checked alone).
+// DefaultMinInterval is the default schedule floor (the server config's
+// min_schedule_interval).
+const DefaultMinInterval = time.Minute
+
+// Rules are what an import is checked against besides its own fields.
+type Rules struct {
+	Registry *connectors.Registry
+	// Projects resolves project_id (nil skips the project checks, for
+	// files checked alone).
+	Projects func(int64) (Project, bool)
+	// MinInterval is the shortest schedule interval (0: DefaultMinInterval).
+	MinInterval time.Duration
+}
+
+// Validate checks everything that needs no connection, with the default
+// schedule floor.
 func (im *Import) Validate(reg *connectors.Registry, project func(int64) (Project, bool)) error {
+	return im.Check(Rules{Registry: reg, Projects: project})
+}
+
+// Check is Validate with every rule given.
+func (im *Import) Check(r Rules) error {
+	reg, project := r.Registry, r.Projects
 	v := &validator{im: im}
 	v.basics(reg)
 	v.byType()
-	v.schedule()
+	if err := CheckSchedule(im.Schedule, r.MinInterval); err != nil {
+		v.add("schedule", "", err.Error())
+	}
 	if project != nil && im.ProjectID > 0 {
 		if p, ok := project(im.ProjectID); !ok {
 			v.add("project_id", "", fmt.Sprintf("no project %d in the server config", im.ProjectID))
@@ -165,14 +187,64 @@ func (v *validator) idMode(p Project) {
 // @every 15m, …), as robfig/cron's standard parser does.
 var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month | cron.Dow | cron.Descriptor)
 
-func (v *validator) schedule() {
-	s := v.im.Schedule
+// CheckSchedule refuses a schedule that does not parse or runs more
+// often than floor (0: DefaultMinInterval): a schedule is how often the
+// server reads the source, and manual syncs are limited to 5 an hour.
+func CheckSchedule(s string, floor time.Duration) error {
+	if floor <= 0 {
+		floor = DefaultMinInterval
+	}
 	if s == "" || s == "api" {
-		return
+		return nil
 	}
-	if _, err := cronParser.Parse(s); err != nil {
-		v.add("schedule", "", fmt.Sprintf("%q: %v (use a cron expression, @every 15m, @hourly, @daily, @weekly or api)", s, err))
+	const help = "use a cron expression, @every 15m, @hourly, @daily, @weekly or api"
+	sched, err := cronParser.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q: %v (%s)", s, err, help)
 	}
+	// robfig/cron rounds @every up to a second and drops the sign, so
+	// the duration is checked as written too ("@every 0s", "-1s", "1ms").
+	if i := strings.Index(s, "@every"); i >= 0 {
+		if d, err := time.ParseDuration(strings.TrimSpace(s[i+len("@every"):])); err == nil && d <= 0 {
+			return fmt.Errorf("%q: the interval must be positive (%s)", s, help)
+		} else if err == nil && d < floor {
+			return fmt.Errorf("%q runs more often than every %s, the server's min_schedule_interval", s, floor)
+		}
+	}
+	if gap := minGap(sched, floor); gap < floor {
+		return fmt.Errorf("%q runs more often than every %s (every %s at times), the server's min_schedule_interval", s, floor, gap)
+	}
+	return nil
+}
+
+// minGap is the shortest time between two activations of sched, or a
+// gap under floor if there is one: a cron expression's over 400 days (its
+// pattern repeats within a year but for 29 February). A 5-field
+// expression never fires twice in a minute, so a floor of a minute or
+// less needs no search.
+func minGap(sched cron.Schedule, floor time.Duration) time.Duration {
+	if c, ok := sched.(cron.ConstantDelaySchedule); ok {
+		return c.Delay
+	}
+	if floor <= time.Minute {
+		return time.Minute
+	}
+	t := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	end := t.AddDate(0, 0, 400)
+	gap := time.Duration(1<<63 - 1)
+	prev := sched.Next(t)
+	for i := 0; i < 600_000 && !prev.IsZero() && prev.Before(end); i++ {
+		next := sched.Next(prev)
+		if next.IsZero() {
+			break
+		}
+		gap = min(gap, next.Sub(prev))
+		if gap < floor {
+			break
+		}
+		prev = next
+	}
+	return gap
 }
 
 // ParseSchedule returns the cron schedule, or nil for manual-only imports.

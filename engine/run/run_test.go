@@ -33,7 +33,7 @@ func TestDemoEventsSyncTwice(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	text := strings.Replace(string(raw), "./data/demo-warehouse.duckdb", wh, 1)
+	text := strings.Replace(string(raw), "{connection: demo-warehouse}", "{kind: duckdb, path: "+wh+"}", 1) // the demo connection, inline
 	im, err := importspec.Parse("demo-events.yaml", []byte(text), kinds.Registry(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +97,7 @@ func TestDemoProfilesAndLookup(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := strings.Replace(string(raw), "./data/demo-warehouse.duckdb", wh, 1)
+		text := strings.Replace(string(raw), "{connection: demo-warehouse}", "{kind: duckdb, path: "+wh+"}", 1) // the demo connection, inline
 		im, err := importspec.Parse(tc.file, []byte(text), kinds.Registry(), nil)
 		if err != nil {
 			t.Fatal(err)

@@ -12,18 +12,21 @@ import (
 
 // importView is the public WarehouseImport (WarehouseImportDetail with
 // detail) plus what only Tributary has: origin, file, schedule and the
-// source kind. Connection fields are never shown: they may hold secrets.
+// source kind. The connection shows as its id (warehouse_source_id);
+// connection fields are never shown: they may hold secrets.
 type importView struct {
-	ID           json.RawMessage  `json:"id"` // a number when the id is numeric, as the public API's are
-	ImportType   string           `json:"import_type"`
-	SyncMode     string           `json:"sync_mode"`
-	Created      string           `json:"created,omitempty"`
-	CreatorName  string           `json:"creator_name,omitempty"`
-	TableParams  connectors.Table `json:"table_params"`
-	Paused       bool             `json:"paused"`
-	RunEvery     *int64           `json:"run_every,omitempty"`
-	LastDispatch *int64           `json:"last_dispatch"`
-	IsDeleted    bool             `json:"is_deleted"`
+	ID          json.RawMessage `json:"id"` // a number when the id is numeric, as the public API's are
+	ImportType  string          `json:"import_type"`
+	SyncMode    string          `json:"sync_mode"`
+	Created     string          `json:"created,omitempty"`
+	CreatorName string          `json:"creator_name,omitempty"`
+	// WarehouseSourceID is a number when the id is numeric, as the public API's are.
+	WarehouseSourceID json.RawMessage  `json:"warehouse_source_id,omitempty"`
+	TableParams       connectors.Table `json:"table_params"`
+	Paused            bool             `json:"paused"`
+	RunEvery          *int64           `json:"run_every,omitempty"`
+	LastDispatch      *int64           `json:"last_dispatch"`
+	IsDeleted         bool             `json:"is_deleted"`
 
 	Schedule   string `json:"schedule"`
 	Origin     string `json:"origin"`
@@ -67,7 +70,10 @@ func (s *Server) view(a *appRequest, e scheduler.Entry, detail bool) importView 
 	v := importView{
 		ID: idJSON(im.ID), ImportType: im.ImportType, SyncMode: im.SyncMode, CreatorName: e.Creator,
 		TableParams: im.TableParams, Paused: im.Paused, IsDeleted: e.Deleted,
-		Schedule: im.Schedule, Origin: e.Origin, File: im.File(), SourceKind: im.Source["kind"],
+		Schedule: im.Schedule, Origin: e.Origin, File: im.File(), SourceKind: im.SourceKind(),
+	}
+	if im.Connection != "" {
+		v.WarehouseSourceID = idJSON(im.Connection)
 	}
 	if v.Schedule == "" {
 		v.Schedule = "api"

@@ -156,6 +156,20 @@ type Config struct {
 	// Bearer token instead of a project credential.
 	MetricsToken string    `yaml:"metrics_token"`
 	Projects     []Project `yaml:"projects"`
+	// Connections are the warehouse connections imports may read
+	// (connections.go); imports created through the app API can only
+	// name one of them.
+	Connections []Connection `yaml:"connections"`
+	// ConnectionKey (${VAR}: 32 bytes as 64 hex digits or base64)
+	// enables owner-only connection creation through the app API and
+	// encrypts those connections' secrets at rest. "": no such API.
+	ConnectionKey string `yaml:"connection_key"`
+	// ConnectionHostsAllowed are the only hosts ("host" for any port, or
+	// "host:port") a connection created through the API may reach.
+	ConnectionHostsAllowed []string `yaml:"connection_hosts_allowed"`
+	// MinScheduleInterval is the shortest interval an import's schedule
+	// may run at (default 1m, at least 1s).
+	MinScheduleInterval Duration `yaml:"min_schedule_interval"`
 
 	file string
 }
@@ -175,17 +189,59 @@ func Load(path string) (*Config, error) {
 	return Parse(path, raw, os.LookupEnv)
 }
 
-// Parse is Load without the file system; lookup resolves ${VAR}.
-func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config, error) {
-	text, err := interpolate(string(raw), lookup)
+// LoadForImports is Load for the commands that read import files but
+// neither serve nor open the store (validate, preview, sources test):
+// the server's own secrets (project and service-account secrets,
+// metrics_token, store, connection_key) may have their variables unset;
+// connections' fields may not.
+func LoadForImports(path string) (*Config, error) {
+	raw, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	dec := yaml.NewDecoder(bytes.NewReader([]byte(text)))
+	return parse(path, raw, expander{lookup: os.LookupEnv, lenient: true})
+}
+
+// Parse is Load without the file system; lookup resolves ${VAR}.
+// Values are expanded one by one after parsing (expand.go); YAML aliases
+// and merge keys are refused, so every secret is written where it is used.
+func Parse(path string, raw []byte, lookup func(string) (string, bool)) (*Config, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	return parse(path, raw, expander{lookup: lookup})
+}
+
+func parse(path string, raw []byte, x expander) (*Config, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	if err := RefuseAliases(&doc); err != nil {
+		return nil, fmt.Errorf("config %s: %w", path, err)
+	}
+	var raws []map[string]string
+	text := []byte{}
+	if len(doc.Content) > 0 {
+		raws = rawConnections(doc.Content[0])
+		if err := x.expand(&doc, ""); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+		var err error
+		if text, err = yaml.Marshal(doc.Content[0]); err != nil {
+			return nil, fmt.Errorf("config %s: %w", path, err)
+		}
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(text))
 	dec.KnownFields(true) // a misspelt key is an error, not a silent default
 	var c Config
 	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) { // empty file: validation says what is missing
 		return nil, fmt.Errorf("config %s: %s", path, strings.TrimPrefix(err.Error(), "yaml: "))
+	}
+	for i := range c.Connections {
+		if i < len(raws) {
+			c.Connections[i].Raw = raws[i]
+		}
 	}
 	c.file = path
 	c.setDefaults()
@@ -219,6 +275,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SyncLease == 0 {
 		c.SyncLease = Duration(30e9)
+	}
+	if c.MinScheduleInterval == 0 {
+		c.MinScheduleInterval = Duration(60e9)
 	}
 	for i := range c.Projects {
 		p := &c.Projects[i]

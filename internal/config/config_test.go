@@ -12,7 +12,7 @@ projects:
   - id: 7
     name: Shop
     token: "${SHOP_TOKEN}"
-    api_secret: "${SHOP_SECRET:-fallback-secret}"
+    api_secret: "${SHOP_SECRET}"
     region: eu
     id_management: original
     service_accounts:
@@ -25,12 +25,12 @@ func env(m map[string]string) func(string) (string, bool) {
 }
 
 func TestParseGood(t *testing.T) {
-	c, err := Parse("t.yaml", []byte(good), env(map[string]string{"SHOP_TOKEN": "shop-token-123"}))
+	c, err := Parse("t.yaml", []byte(good), env(map[string]string{"SHOP_TOKEN": "shop-token-123", "SHOP_SECRET": "shop-secret-123"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := c.Projects[0]
-	if p.Token != "shop-token-123" || p.APISecret != "fallback-secret" {
+	if p.Token != "shop-token-123" || p.APISecret != "shop-secret-123" {
 		t.Fatalf("interpolation: token=%q secret=%q", p.Token, p.APISecret)
 	}
 	if p.RateLimit.BytesPerMinute != 10<<20 || p.IDManagement != IDOriginal || c.Region != RegionEU {
@@ -89,12 +89,20 @@ func TestParseErrorsNameFileAndKey(t *testing.T) {
 }
 
 func TestDemoConfigLoads(t *testing.T) {
+	// The values `make run` exports (Makefile): demo-only.
+	for k, v := range map[string]string{"TRIBUTARY_DEMO_SECRET": "demo-api-secret",
+		"TRIBUTARY_DEMO_SA_SECRET": "demo-sa-secret", "TRIBUTARY_DEMO_ANALYST_SECRET": "demo-analyst-secret"} {
+		t.Setenv(k, v)
+	}
 	c, err := Load("../../configs/tributary.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(c.Projects) == 0 || c.Projects[0].ServiceAccounts[0].Role != RoleOwner {
 		t.Fatalf("demo config: %+v", c.Projects)
+	}
+	if conn, ok := c.Connection("demo-warehouse"); !ok || conn.Kind != "duckdb" || !conn.AllowedFor(1) {
+		t.Fatalf("demo connection: %+v", c.Connections)
 	}
 }
 

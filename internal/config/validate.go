@@ -65,6 +65,9 @@ func (c *Config) validate() error {
 	if len(c.Projects) == 0 {
 		return bad("projects", "at least one project is required")
 	}
+	if c.MinScheduleInterval < Duration(1e9) {
+		return bad("min_schedule_interval", "must be at least 1s")
+	}
 	ids := map[int64]string{}
 	creds := map[string]string{} // token/secret value -> key that declared it
 	accounts := map[string]accountSeen{}
@@ -73,7 +76,7 @@ func (c *Config) validate() error {
 			return err
 		}
 	}
-	return nil
+	return c.validateConnections()
 }
 
 // validateTLS checks the keys' shape; whether the files hold a usable key

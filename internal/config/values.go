@@ -48,35 +48,6 @@ func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
-// interpolate replaces ${VAR} and ${VAR:-default}. A missing variable
-// without a default is an error naming the line, so secrets never silently become "".
-func interpolate(text string, lookup func(string) (string, bool)) (string, error) {
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	var firstErr error
-	lines := strings.Split(text, "\n")
-	for i, line := range lines {
-		if strings.HasPrefix(strings.TrimSpace(line), "#") {
-			continue
-		}
-		lines[i] = envRef.ReplaceAllStringFunc(line, func(m string) string {
-			sub := envRef.FindStringSubmatch(m)
-			if v, ok := lookup(sub[1]); ok && v != "" {
-				return v
-			}
-			if sub[2] != "" {
-				return sub[3]
-			}
-			if firstErr == nil {
-				firstErr = fmt.Errorf("line %d: environment variable %s is not set", i+1, sub[1])
-			}
-			return ""
-		})
-	}
-	return strings.Join(lines, "\n"), firstErr
-}
-
 // ExpandEnv resolves ${VAR} and ${VAR:-default} in one value; an unset
 // variable without a default is an error naming it.
 func ExpandEnv(s string, lookup func(string) (string, bool)) (string, error) {
@@ -101,8 +72,41 @@ func ExpandEnv(s string, lookup func(string) (string, bool)) (string, error) {
 }
 
 // IsEnvRef reports whether s is exactly one ${VAR} reference, the only
-// form a secret may take in a config file.
+// form a secret may take in a file. ${VAR:-default} is not one: a
+// forgotten variable would silently give every deployment the default
+// written in the file.
 func IsEnvRef(s string) bool {
-	loc := envRef.FindStringIndex(strings.TrimSpace(s))
-	return loc != nil && loc[0] == 0 && loc[1] == len(strings.TrimSpace(s))
+	s = strings.TrimSpace(s)
+	m := envRef.FindStringSubmatchIndex(s)
+	return m != nil && m[0] == 0 && m[1] == len(s) && m[4] < 0
+}
+
+// HasDefault reports whether s holds a ${VAR:-default} reference.
+func HasDefault(s string) bool {
+	for _, m := range envRef.FindAllStringSubmatch(s, -1) {
+		if m[2] != "" {
+			return true
+		}
+	}
+	return false
+}
+
+// RefuseAliases refuses YAML aliases (*name) and merge keys (<<) under n.
+// Every value must be written where it is used, so the checks that look
+// at a key's value (a secret must be ${VAR}) see what the key gets.
+func RefuseAliases(n *yaml.Node) error {
+	switch n.Kind {
+	case yaml.AliasNode:
+		return fmt.Errorf("line %d: YAML aliases (*%s) are not accepted: write the value where it is used", n.Line, n.Value)
+	case yaml.DocumentNode, yaml.MappingNode, yaml.SequenceNode:
+		for i, c := range n.Content {
+			if n.Kind == yaml.MappingNode && i%2 == 0 && c.Kind == yaml.ScalarNode && c.Tag == "!!merge" {
+				return fmt.Errorf("line %d: YAML merge keys (<<) are not accepted: write the keys where they are used", c.Line)
+			}
+			if err := RefuseAliases(c); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -15,20 +15,41 @@ import (
 	"github.com/tributary-dev/tributary/scheduler"
 )
 
-// loadImports reads and validates imports_dir; a bad file stops the start
-// with the file, the key and what is wrong.
+// loadImports checks the config's connections and reads and validates
+// imports_dir; a bad connection or file stops the start with the file,
+// the key and what is wrong.
 func loadImports(cfg *config.Config) ([]*importspec.Import, error) {
 	reg := kinds.Registry()
-	ims, err := importspec.LoadDir(cfg.ImportsDir, reg, nil)
+	conns, err := Connections(cfg)
+	if err != nil {
+		return nil, err
+	}
+	ims, err := importspec.Loader{Registry: reg, Connections: conns}.Dir(cfg.ImportsDir)
 	if err != nil {
 		return nil, err
 	}
 	for _, im := range ims {
-		if err := im.Validate(reg, ProjectLookup(cfg)); err != nil {
+		if err := im.Check(ImportRules(cfg)); err != nil {
 			return nil, err
 		}
 	}
 	return ims, nil
+}
+
+// Connections are the config's connections checked against the
+// connector registry (errors name the config file and the key).
+func Connections(cfg *config.Config) (*importspec.Connections, error) {
+	conns, err := importspec.NewConnections(cfg.Connections, kinds.Registry())
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", cfg.File(), err)
+	}
+	return conns, nil
+}
+
+// ImportRules are the config's rules for imports: its projects and the
+// schedule floor.
+func ImportRules(cfg *config.Config) importspec.Rules {
+	return importspec.Rules{Registry: kinds.Registry(), Projects: ProjectLookup(cfg), MinInterval: time.Duration(cfg.MinScheduleInterval)}
 }
 
 // ProjectLookup answers importspec's questions about the config's projects.
@@ -48,7 +69,13 @@ func ProjectLookup(cfg *config.Config) func(int64) (importspec.Project, bool) {
 // Its lease figures go to met.
 func NewScheduler(ctx context.Context, cfg *config.Config, files []*importspec.Import, st store.Store, log *slog.Logger, met *metrics.Registry) (*scheduler.Scheduler, error) {
 	reg := kinds.Registry()
-	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: ProjectLookup(cfg), Files: files})
+	conns, err := Connections(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: ProjectLookup(cfg), Files: files,
+		Connections: conns, MinInterval: time.Duration(cfg.MinScheduleInterval), Log: log,
+		ConnectionKey: cfg.ConnectionKeyBytes(), HostAllowed: cfg.HostAllowed})
 	if err != nil {
 		return nil, fmt.Errorf("imports: %w", err)
 	}

@@ -1,0 +1,72 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+
+	"gopkg.in/yaml.v3"
+)
+
+// secretKey matches the keys that hold secrets (or, for store, a URL that
+// may carry a password). ${VAR:-default} is refused there: a forgotten
+// variable would silently give the server the default written in the file.
+var secretKey = regexp.MustCompile(`^(store|metrics_token|connection_key|projects\[\d+\]\.api_secret|projects\[\d+\]\.service_accounts\[\d+\]\.secret)$`)
+
+// expander resolves ${VAR} in every scalar value on its own, after
+// parsing, so a value from the environment cannot change the document's
+// structure and a reference in a comment is never resolved.
+type expander struct {
+	lookup func(string) (string, bool)
+	// lenient lets the server's own secrets (secretKey) be unset, for
+	// commands that only read imports: a project secret becomes a
+	// placeholder, the store embedded.
+	lenient bool
+}
+
+// expand expands n, whose path is key (e.g. projects[0].api_secret).
+func (x expander) expand(n *yaml.Node, key string) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := x.expand(c, key); err != nil {
+				return err
+			}
+		}
+	case yaml.ScalarNode:
+		if secretKey.MatchString(key) && HasDefault(n.Value) {
+			return bad(key, "line %d: ${VAR:-default} is not accepted for a secret; give ${VAR} and set the variable", n.Line)
+		}
+		v, err := ExpandEnv(n.Value, x.lookup)
+		if err != nil && x.lenient && secretKey.MatchString(key) {
+			v, err = "unset variable "+n.Value, nil
+			if key == "store" {
+				v = ""
+			}
+		}
+		if err != nil {
+			return bad(key, "line %d: %v", n.Line, err)
+		}
+		if v != n.Value {
+			// Untagged and plain: the encoder quotes whatever would not
+			// read back as written, and numbers stay numbers.
+			n.Value, n.Tag, n.Style = v, "", 0
+		}
+	case yaml.MappingNode:
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			if key != "" {
+				k = key + "." + k
+			}
+			if err := x.expand(n.Content[i+1], k); err != nil {
+				return err
+			}
+		}
+	case yaml.SequenceNode:
+		for i, c := range n.Content {
+			if err := x.expand(c, fmt.Sprintf("%s[%d]", key, i)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
