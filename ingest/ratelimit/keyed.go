@@ -1,6 +1,7 @@
 package ratelimit
 
 import (
+	"net/netip"
 	"sync"
 	"time"
 )
@@ -105,4 +106,22 @@ func (k *Keyed[K]) Len() int {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	return len(k.buckets)
+}
+
+// ClientAddr is the key a per-address limit counts a peer under: the IP
+// of a host:port (http.Request.RemoteAddr), an IPv6 address cut to its
+// /64, the block one subscriber usually holds. An unparsable address is
+// the zero Addr, one bucket shared by all such peers.
+func ClientAddr(remoteAddr string) netip.Addr {
+	ap, err := netip.ParseAddrPort(remoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	a := ap.Addr().Unmap()
+	if a.Is6() {
+		if p, err := a.Prefix(64); err == nil {
+			return p.Addr()
+		}
+	}
+	return a
 }

@@ -76,3 +76,18 @@ func TestPerSecond(t *testing.T) {
 		t.Fatalf("PerSecond(100) = %+v", r)
 	}
 }
+
+func TestClientAddr(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"192.0.2.7:5555", "192.0.2.7"},
+		{"[::ffff:192.0.2.7]:5555", "192.0.2.7"},
+		{"[2001:db8:1:2:aaaa:bbbb:cccc:dddd]:443", "2001:db8:1:2::"},
+		{"[2001:db8:1:2::1]:443", "2001:db8:1:2::"},
+		{"not an address", "invalid IP"},
+	}
+	for _, c := range cases {
+		if got := ClientAddr(c.in).String(); got != c.want {
+			t.Errorf("ClientAddr(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
