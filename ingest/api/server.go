@@ -17,6 +17,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/commit"
 	"github.com/tributary-dev/tributary/ingest/enrich"
+	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/ratelimit"
 	"github.com/tributary-dev/tributary/ingest/record"
@@ -57,6 +58,8 @@ type Server struct {
 	// invalidates a table after replacing it.
 	enrich *enrich.Enricher
 	sched  *scheduler.Scheduler
+	// lookupGate bounds the memory of lookup uploads in flight (lookup.go).
+	lookupGate *lookup.Gate
 
 	bufs     sync.Pool // *bytes.Buffer request bodies
 	decoders sync.Pool // *decodeState
@@ -97,7 +100,7 @@ func New(d Deps) *Server {
 	s := &Server{
 		cfg: d.Config, store: d.Store, committer: d.Committer, auth: d.Auth,
 		limiter: d.Limiter, log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
-		sched: d.Scheduler,
+		sched: d.Scheduler, lookupGate: newLookupGate(d.Config),
 	}
 	s.enrich = enrich.New(d.Store, d.Logger)
 	s.bufs.New = func() any { return new(bytes.Buffer) }
