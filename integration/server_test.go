@@ -109,6 +109,9 @@ type serverConfig struct {
 	SyncLease   string          `yaml:"sync_lease,omitempty"` // e.g. 2s
 	MetricsTok  string          `yaml:"metrics_token,omitempty"`
 	Projects    []projectConfig `yaml:"projects"`
+	// Extra holds top-level keys no other field covers (e.g.
+	// max_connections), written as they are.
+	Extra map[string]any `yaml:",inline"`
 }
 
 // defaultConfig is a US server with a US project (owner, analyst and a
