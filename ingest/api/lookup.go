@@ -53,7 +53,8 @@ type lookupInvalid struct {
 const lookupWait = 2 * time.Minute
 
 // newLookupGate sizes the memory of concurrent lookup uploads: with a
-// memory_limit, half the Go heap's share (three eighths of the limit);
+// memory_limit, three eighths of it (half the Go heap's share: an upload's
+// cost is about half its parsed table, half the store's transaction);
 // without, one table of the largest size at a time. An upload larger
 // than the capacity runs alone.
 func newLookupGate(cfg *config.Config) *lookup.Gate {

@@ -29,12 +29,12 @@ func TestGate(t *testing.T) {
 			return true
 		}
 	}
-	// Two small uploads share the capacity (3 bytes of memory per byte).
-	a, err := g.Enter(ctx, 50)
+	// Two small uploads share the capacity (MemoryPerByte × 25 each).
+	a, err := g.Enter(ctx, 25)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := g.Enter(ctx, 50)
+	b, err := g.Enter(ctx, 25)
 	if err != nil {
 		t.Fatal(err)
 	}
