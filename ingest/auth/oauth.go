@@ -23,9 +23,9 @@ import (
 // starting at once and bound how fast anyone can guess a secret: per
 // client_id (every id counts, known or not, so the limit does not tell
 // which accounts exist), and per client address.
-var (
-	tokenClientRate = ratelimit.Rate{Burst: 60, Every: time.Second}
-	tokenAddrRate   = ratelimit.Rate{Burst: 120, Every: time.Second / 2}
+const (
+	tokenClientBurst, tokenClientEvery = 60, time.Second
+	tokenAddrBurst, tokenAddrEvery     = 120, time.Second / 2
 )
 
 // TokenStore keeps tokens where every process of a deployment finds them
@@ -62,8 +62,8 @@ func newTokenIssuer(ttl time.Duration, now func() time.Time) *TokenIssuer {
 		now = time.Now
 	}
 	return &TokenIssuer{ttl: ttl, now: now, tokens: map[secretKey]issued{}, log: slog.Default(),
-		byClient: ratelimit.NewKeyed[secretKey](tokenClientRate, now, 0),
-		byAddr:   ratelimit.NewKeyed[netip.Addr](tokenAddrRate, now, 0)}
+		byClient: ratelimit.NewKeyed[secretKey](ratelimit.Rate{Burst: tokenClientBurst, Every: tokenClientEvery}, now, 0),
+		byAddr:   ratelimit.NewKeyed[netip.Addr](ratelimit.Rate{Burst: tokenAddrBurst, Every: tokenAddrEvery}, now, 0)}
 }
 
 func (t *TokenIssuer) issue(ctx context.Context, account string) (string, time.Duration, error) {

@@ -50,7 +50,7 @@ func TestOAuthTokenRateLimits(t *testing.T) {
 	// at the burst, and so does asking for an unknown account (the limit
 	// must not tell which accounts exist).
 	for _, id := range []string{"multi", "nobody"} {
-		for i := range tokenClientRate.Burst {
+		for i := range tokenClientBurst {
 			if w := tokenRequest(a, "192.0.2."+string(rune('0'+i%10))+":1", clientForm(id, "wrong")); w.Code != 401 {
 				t.Fatalf("%s guess %d: %d %s", id, i, w.Code, w.Body)
 			}
@@ -70,7 +70,7 @@ func TestOAuthTokenRateLimits(t *testing.T) {
 
 	// Per address: one address spraying client ids.
 	b := New(testConfig(), func() time.Time { return now })
-	for i := range tokenAddrRate.Burst {
+	for i := range tokenAddrBurst {
 		if w := tokenRequest(b, "203.0.113.9:1", clientForm("id-"+string(rune('a'+i%26))+string(rune('a'+i/26)), "x")); w.Code != 401 {
 			t.Fatalf("request %d: %d %s", i, w.Code, w.Body)
 		}

@@ -1,12 +1,14 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -104,21 +106,23 @@ func paceBodies(h http.Handler, minRate int64, grace time.Duration) http.Handler
 	if minRate <= 0 {
 		return h
 	}
-	// The most net/http reads of a body the handler left unread, to keep
-	// the connection, is 256 KB: that discard gets the same rule.
-	const discardMax = 256 << 10
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Body == nil || r.Body == http.NoBody {
 			h.ServeHTTP(w, r)
 			return
 		}
 		rc := http.NewResponseController(w)
-		_ = rc.SetReadDeadline(time.Now().Add(grace + rateTime(discardMax, minRate)))
+		body := &pacedBody{ReadCloser: r.Body, rc: rc, rate: minRate, grace: grace}
 		// A shallow copy: net/http keeps judging the original body (how
 		// much is left unread) after the handler.
 		r2 := *r
-		r2.Body = &pacedBody{ReadCloser: r.Body, rc: rc, rate: minRate, grace: grace}
+		r2.Body = body
 		h.ServeHTTP(w, &r2)
+		if !body.eof {
+			// net/http reads up to 256 KB a handler left unread, to keep
+			// the connection: that read gets the grace and no more.
+			_ = rc.SetReadDeadline(time.Now().Add(grace))
+		}
 	})
 }
 
@@ -127,7 +131,7 @@ func rateTime(n, rate int64) time.Duration {
 }
 
 // pacedBody moves the connection's read deadline along with the bytes
-// that arrived: start + bodyGrace + read/rate.
+// that arrived: start + grace + read/rate.
 type pacedBody struct {
 	io.ReadCloser
 	rc    *http.ResponseController
@@ -135,6 +139,7 @@ type pacedBody struct {
 	grace time.Duration
 	start time.Time
 	n     int64
+	eof   bool
 }
 
 func (p *pacedBody) Read(b []byte) (int, error) {
@@ -147,17 +152,24 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 	}
 	n, err := p.ReadCloser.Read(b)
 	p.n += int64(n)
-	if ne, ok := err.(net.Error); ok && ne.Timeout() {
-		// The socket addresses in the net error say nothing useful.
+	p.eof = p.eof || errors.Is(err, io.EOF)
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// Not the net error itself: its socket addresses say nothing useful.
 		err = fmt.Errorf("the request body arrived slower than %d bytes a second (body_min_rate) after %s: %w",
-			p.rate, p.grace, ne)
+			p.rate, p.grace, os.ErrDeadlineExceeded)
 	}
 	return n, err
 }
 
-// tokenEndpoints are the routes a project's public token opens, which
+// tokenRoute names the routes a project's public token opens, which
 // anyone may call: the per-address limit applies to them.
-var tokenEndpoints = map[string]string{"/track": "track", "/engage": "engage", "/groups": "groups"}
+func tokenRoute(path string) (string, bool) {
+	switch p := strings.TrimSuffix(path, "/"); p {
+	case "/track", "/engage", "/groups":
+		return p[1:], true
+	}
+	return "", false
+}
 
 // limitTokenEndpoints refuses with 429 the requests of a client address
 // over its rate on /track, /engage and /groups. The per-project byte
@@ -174,7 +186,7 @@ func limitTokenEndpoints(h http.Handler, perSecond int, now func() time.Time, re
 	throttled := reg.Counter("tributary_http_throttled_total",
 		"Requests refused with 429 by a per-address or per-client request limit, by route.", "route")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		route, ok := tokenEndpoints[strings.TrimSuffix(r.URL.Path, "/")]
+		route, ok := tokenRoute(r.URL.Path)
 		if !ok || r.Method == http.MethodOptions { // a CORS preflight carries no body
 			h.ServeHTTP(w, r)
 			return

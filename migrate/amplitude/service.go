@@ -67,15 +67,18 @@ type Config struct {
 	// they spill to disk; default 64 MB.
 	ProfileMemory int
 	// CalloutRate limits, per target project, the requests (a dry run, a
-	// job's submission) that make the server call Amplitude; zero:
-	// DefaultCalloutRate. The project token that is enough to ask is
-	// public, so without it anyone could have the server call out at will.
+	// job's submission) that make the server call Amplitude; zero: 10 at
+	// once, then one a minute (DefaultCalloutBurst, DefaultCalloutEvery).
+	// The project token that is enough to ask is public, so without it
+	// anyone could have the server call out at will.
 	CalloutRate ratelimit.Rate
 }
 
-// DefaultCalloutRate lets a project start 10 migrations or dry runs at
-// once, then one a minute (per process).
-var DefaultCalloutRate = ratelimit.Rate{Burst: 10, Every: time.Minute}
+// The default CalloutRate, per process.
+const (
+	DefaultCalloutBurst = 10
+	DefaultCalloutEvery = time.Minute
+)
 
 // Service runs Amplitude migrations. Use New, then Resume once at start,
 // and Close at shutdown.
@@ -141,7 +144,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.MaxEvents = MaxEvents
 	}
 	if cfg.CalloutRate == (ratelimit.Rate{}) {
-		cfg.CalloutRate = DefaultCalloutRate
+		cfg.CalloutRate = ratelimit.Rate{Burst: DefaultCalloutBurst, Every: DefaultCalloutEvery}
 	}
 	s := &Service{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent), jobs: map[string]*jobRun{},
 		chunks: newChunkPool(defaultKeepIdle), callouts: ratelimit.NewKeyed[int64](cfg.CalloutRate, cfg.Now, 0)}
