@@ -118,9 +118,10 @@ func paceBodies(h http.Handler, minRate int64, grace time.Duration) http.Handler
 		r2 := *r
 		r2.Body = body
 		h.ServeHTTP(w, &r2)
-		if !body.eof {
+		if body.start.IsZero() {
 			// net/http reads up to 256 KB a handler left unread, to keep
-			// the connection: that read gets the grace and no more.
+			// the connection: a body never read gets the grace for it. One
+			// read in part keeps the deadline its last read set.
 			_ = rc.SetReadDeadline(time.Now().Add(grace))
 		}
 	})
@@ -139,7 +140,6 @@ type pacedBody struct {
 	grace time.Duration
 	start time.Time
 	n     int64
-	eof   bool
 }
 
 func (p *pacedBody) Read(b []byte) (int, error) {
@@ -152,7 +152,6 @@ func (p *pacedBody) Read(b []byte) (int, error) {
 	}
 	n, err := p.ReadCloser.Read(b)
 	p.n += int64(n)
-	p.eof = p.eof || errors.Is(err, io.EOF)
 	if errors.Is(err, os.ErrDeadlineExceeded) {
 		// Not the net error itself: its socket addresses say nothing useful.
 		err = fmt.Errorf("the request body arrived slower than %d bytes a second (body_min_rate) after %s: %w",
