@@ -184,7 +184,9 @@ func TestMergeRecords(t *testing.T) {
 
 func TestHealthAndMetrics(t *testing.T) {
 	t.Parallel()
-	s := startServer(t, defaultConfig())
+	cfg := defaultConfig()
+	cfg.MetricsTok = "scrape-token-0123456789"
+	s := startServer(t, cfg)
 	r := s.do(t, request{Method: http.MethodGet, Path: "/healthz"})
 	if m := r.JSON(t); r.Status != http.StatusOK || m["status"] != "ok" {
 		t.Fatalf("healthz: %s", r)
@@ -193,7 +195,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	wantImported(t, s.importEvents(t, asSecret, nil, batch), 5)
 	wantImported(t, s.importEvents(t, asSecret, nil, batch), 5)
 	wantError(t, s.importEvents(t, noAuth, nil, batch), http.StatusUnauthorized, "Unauthorized")
-	r = s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: asSecret})
+	r = s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: bearerAuth(cfg.MetricsTok)})
 	if r.Status != http.StatusOK || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/plain") {
 		t.Fatalf("metrics: %s", r)
 	}
@@ -215,8 +217,8 @@ func TestHealthAndMetrics(t *testing.T) {
 	wantError(t, r, http.StatusNotFound, "Not Found")
 }
 
-// /metrics carries every project's figures: it takes the scrape token or
-// a credential that may administer a project, nothing less.
+// /metrics takes the scrape token (every series) or a credential that may
+// administer a project (that project's series only), nothing less.
 func TestMetricsNeedAuth(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.MetricsTok = "scrape-token-0123456789"
@@ -225,14 +227,15 @@ func TestMetricsNeedAuth(t *testing.T) {
 		name string
 		auth authFn
 		want int
+		all  bool // every series, not one project's
 	}{
-		{"none", noAuth, 401},
-		{"project token", basicAuth(mainToken, ""), 401},
-		{"analyst", basicAuth(analystSA, analystSec), 401},
-		{"wrong scrape token", bearerAuth("scrape-token-wrong-456789"), 401},
-		{"API secret", asSecret, 200},
-		{"owner", basicAuth(ownerSA, ownerSecret), 200},
-		{"scrape token", bearerAuth("scrape-token-0123456789"), 200},
+		{"none", noAuth, 401, false},
+		{"project token", basicAuth(mainToken, ""), 401, false},
+		{"analyst", basicAuth(analystSA, analystSec), 401, false},
+		{"wrong scrape token", bearerAuth("scrape-token-wrong-456789"), 401, false},
+		{"API secret", asSecret, 200, false},
+		{"owner", basicAuth(ownerSA, ownerSecret), 200, false},
+		{"scrape token", bearerAuth("scrape-token-0123456789"), 200, true},
 	} {
 		r := s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: c.auth})
 		if r.Status != c.want {
@@ -242,8 +245,8 @@ func TestMetricsNeedAuth(t *testing.T) {
 			continue
 		}
 		for _, m := range []string{"tributary_commit_queue_requests ", "tributary_commit_queue_records ", "tributary_sync_runs_active ", "tributary_sync_runs_owned "} {
-			if !strings.Contains(string(r.Body), "\n"+m) {
-				t.Errorf("%s: /metrics lacks %s", c.name, m)
+			if got := strings.Contains(string(r.Body), "\n"+m); got != c.all {
+				t.Errorf("%s: /metrics has %s: %v, want %v", c.name, m, got, c.all)
 			}
 		}
 	}

@@ -67,6 +67,7 @@ func TestPGThreeProcessesSyncExactlyOnce(t *testing.T) {
 	cfg := defaultConfig()
 	cfg.ImportsDir, cfg.Store, cfg.SyncLease = mpImportsDir(t, src), storeURL(t, st), mpLease
 	cfg.MinScheduleInterval = mpEvery.String() // under the 1m default, for a test of many ticks
+	cfg.MetricsTok = "scrape-token-0123456789" // the lease counters are process-wide, not a project's
 	servers := startCluster(t, 3, cfg)
 
 	// Phase 1: a minute of ticks, source rows arriving and manual syncs
@@ -160,7 +161,7 @@ func TestPGThreeProcessesSyncExactlyOnce(t *testing.T) {
 	checkOncePerPeriod(t, storeRuns(t, st), phaseStart, phaseEnd)
 	var reaped, takeovers float64
 	for _, s := range servers[:2] {
-		page := string(s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: asSecret}).Body)
+		page := string(s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: bearerAuth(cfg.MetricsTok)}).Body)
 		reaped += metricValue(page, "tributary_sync_leases_reaped_total")
 		takeovers += metricValue(page, "tributary_sync_takeovers_total")
 	}

@@ -123,6 +123,9 @@ type serverConfig struct {
 	// ConnectionHosts are the hosts they may reach.
 	ConnectionKey   string   `yaml:"connection_key,omitempty"`
 	ConnectionHosts []string `yaml:"connection_hosts_allowed,omitempty"`
+	// Extra holds top-level keys no other field covers (e.g.
+	// max_connections), written as they are.
+	Extra map[string]any `yaml:",inline"`
 }
 
 // defaultConfig is a US server with a US project (owner, analyst and a

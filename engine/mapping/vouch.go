@@ -15,10 +15,11 @@ import "github.com/tributary-dev/tributary/ingest/record"
 // writesClean reports the kinds whose appendValue output is always clean:
 // numbers formatted by strconv or appendInt, literals, and dates and
 // timestamps quoted as short ASCII text. Decimals are not among them (a
-// negative scale can write 000), nor anything holding strings.
+// negative scale can write 000), nor unsigned integers (one past int64's
+// range is a number the validator refuses), nor anything holding strings.
 func writesClean(k vkind) bool {
 	switch k {
-	case kInt, kUint, kFloat, kBool, kTimestamp, kDate32, kDate64:
+	case kInt, kFloat, kBool, kTimestamp, kDate32, kDate64:
 		return true
 	}
 	return false
@@ -70,9 +71,9 @@ func (m *Mapper) vouchMember(text string, n int) {
 // vouchText notes whether s, written as n bytes of JSON, is clean.
 func (m *Mapper) vouchText(s string, n int) { m.clean = m.clean && cleanText(s, n) }
 
-// vouchValue checks a value the JSON flattener copied: numbers (checked
-// to be strict JSON there) and literals are clean; strings and containers
-// are checked by the validator's rules.
+// vouchValue checks a value the JSON flattener copied: literals are
+// clean; numbers (strict JSON there) must be in the validator's range;
+// strings and containers are checked by the validator's rules.
 func (m *Mapper) vouchValue(out []byte) {
 	if !m.clean || len(out) == 0 {
 		return
@@ -80,5 +81,8 @@ func (m *Mapper) vouchValue(out []byte) {
 	switch out[0] {
 	case '"', '[', '{':
 		m.clean = record.CleanValue(out)
+	case 't', 'f', 'n':
+	default:
+		m.clean = record.CleanNumber(out)
 	}
 }

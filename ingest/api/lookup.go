@@ -1,16 +1,19 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/klauspost/compress/gzip"
 
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/lookup"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // Lookup tables are declared in the configuration (the public API, too,
@@ -43,6 +46,24 @@ type lookupInvalid struct {
 	Error  string             `json:"error"`
 	Status string             `json:"status"`
 	Failed []lookupRowFailure `json:"failed_records"`
+}
+
+// lookupWait bounds how long an upload waits for memory (lookup.Gate)
+// before it is told to retry.
+const lookupWait = 2 * time.Minute
+
+// newLookupGate sizes the memory of concurrent lookup uploads: with a
+// memory_limit, three eighths of it (half the Go heap's share: an upload's
+// cost is about half its parsed table, half the store's transaction);
+// without, one table of the largest size at a time. An upload larger
+// than the capacity runs alone.
+func newLookupGate(cfg *config.Config) *lookup.Gate {
+	if cfg != nil {
+		if total := cfg.MemoryBudget(); total > 0 {
+			return lookup.NewGate(total / 8 * 3)
+		}
+	}
+	return lookup.NewGate(0)
 }
 
 // handleLookupList serves GET /lookup-tables?project_id=N.
@@ -79,8 +100,31 @@ func (s *Server) handleLookupPut(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, trackErrorBody{Error: fmt.Sprintf("Lookup table with id '%s' was not found.", id), Status: "Not Found"})
 		return
 	}
+	gz := strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip")
+	size := int64(-1) // unknown: gzip or chunked
+	if !gz && r.ContentLength >= 0 {
+		size = r.ContentLength
+	}
+	if size > lookup.DefaultMaxBytes {
+		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the table is larger than %d MB uncompressed", lookup.DefaultMaxBytes>>20))
+		return
+	}
+	// The table is held whole until stored: wait for memory before
+	// reading it (the body's minimum rate counts from the first read).
+	ctx, cancel := context.WithTimeout(r.Context(), lookupWait)
+	release, err := s.lookupGate.Enter(ctx, size)
+	cancel()
+	if err != nil {
+		if r.Context().Err() != nil {
+			return // the client gave up
+		}
+		w.Header().Set("Retry-After", "30")
+		writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("other lookup-table uploads are using the memory set aside for them (%d MB); retry", s.lookupGate.Capacity()>>20))
+		return
+	}
+	defer release()
 	var body io.Reader = r.Body
-	if strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip") {
+	if gz {
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, "Content-Encoding is gzip but the body is not: "+err.Error())

@@ -17,6 +17,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/commit"
 	"github.com/tributary-dev/tributary/ingest/enrich"
+	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/ratelimit"
 	"github.com/tributary-dev/tributary/ingest/record"
@@ -59,6 +60,8 @@ type Server struct {
 	sched  *scheduler.Scheduler
 	// corsPolicy: which origins the token endpoints answer (cors.go).
 	corsPolicy corsPolicy
+	// lookupGate bounds the memory of lookup uploads in flight (lookup.go).
+	lookupGate *lookup.Gate
 
 	bufs     sync.Pool // *bytes.Buffer request bodies
 	decoders sync.Pool // *decodeState
@@ -99,7 +102,7 @@ func New(d Deps) *Server {
 	s := &Server{
 		cfg: d.Config, store: d.Store, committer: d.Committer, auth: d.Auth,
 		limiter: d.Limiter, log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
-		sched: d.Scheduler,
+		sched: d.Scheduler, lookupGate: newLookupGate(d.Config),
 	}
 	s.enrich = enrich.New(d.Store, d.Logger)
 	s.corsPolicy = newCORSPolicy(d.Config.Projects)
@@ -217,16 +220,23 @@ func (s *Server) authorize(w http.ResponseWriter, r *http.Request, allow auth.Al
 	return p, true
 }
 
-func (s *Server) metricsAllowed(r *http.Request) bool {
-	if scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "bearer") {
+// metricsScope authenticates a scrape: the metrics_token sees every
+// series (all is true); a project's API secret or an owner or admin
+// service account sees that project's (project). ok is false otherwise.
+func (s *Server) metricsScope(r *http.Request) (project string, all, ok bool) {
+	if scheme, tok, found := strings.Cut(r.Header.Get("Authorization"), " "); found && strings.EqualFold(scheme, "bearer") {
 		if s.cfg.MetricsToken == "" {
-			return false
+			return "", false, false
 		}
 		got, want := sha256.Sum256([]byte(strings.TrimSpace(tok))), sha256.Sum256([]byte(s.cfg.MetricsToken))
-		return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+		ok := subtle.ConstantTimeCompare(got[:], want[:]) == 1
+		return "", ok, ok
 	}
 	p, err := s.auth.Request(r, auth.Allowed{Secret: true, ServiceAccount: true})
-	return err == nil && p.CanWrite()
+	if err != nil || !p.CanWrite() {
+		return "", false, false
+	}
+	return strconv.FormatInt(p.Project.ID, 10), false, true
 }
 
 func regionName(r config.Region) string {
@@ -258,17 +268,25 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, body)
 }
 
-// handleMetrics serves every project's figures (usage included), so it
-// takes the scrape token (metrics_token, as a Bearer token) or the
-// credentials of someone who may administer a project: its API secret or
-// an owner/admin service account.
+// handleMetrics serves the metrics: every series to the scrape token
+// (metrics_token, as a Bearer token); to the credentials of someone who
+// may administer a project (its API secret, or an owner/admin service
+// account) only the series labelled with that project, since the rest
+// would describe the other projects' traffic (metrics.WriteProject).
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	if !s.metricsAllowed(r) {
+	project, all, ok := s.metricsScope(r)
+	if !ok {
 		writeError(w, http.StatusUnauthorized, "/metrics needs the metrics_token as a Bearer token, or a project's API secret or an owner or admin service account (Basic auth)")
 		return
 	}
 	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	if err := s.met.reg.Write(w); err != nil {
+	var err error
+	if all {
+		err = s.met.reg.Write(w)
+	} else {
+		err = s.met.reg.WriteProject(w, project)
+	}
+	if err != nil {
 		s.log.Warn("writing metrics", "err", err)
 	}
 }

@@ -9,9 +9,23 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tributary-dev/tributary/ingest/ratelimit"
+)
+
+// Request limits of POST /oauth/token (per process). A client needs one
+// token per oauth_token_ttl; the limits leave room for a fleet of workers
+// starting at once and bound how fast anyone can guess a secret: per
+// client_id (every id counts, known or not, so the limit does not tell
+// which accounts exist), and per client address.
+const (
+	tokenClientBurst, tokenClientEvery = 60, time.Second
+	tokenAddrBurst, tokenAddrEvery     = 120, time.Second / 2
 )
 
 // TokenStore keeps tokens where every process of a deployment finds them
@@ -33,6 +47,9 @@ type TokenIssuer struct {
 	tokens map[secretKey]issued // live tokens; with a store, a cache of it
 	store  TokenStore
 	log    *slog.Logger // store failures; set with store
+
+	byClient *ratelimit.Keyed[secretKey] // SHA-256 of the client_id: a long id costs no memory
+	byAddr   *ratelimit.Keyed[netip.Addr]
 }
 
 type issued struct {
@@ -44,7 +61,9 @@ func newTokenIssuer(ttl time.Duration, now func() time.Time) *TokenIssuer {
 	if now == nil {
 		now = time.Now
 	}
-	return &TokenIssuer{ttl: ttl, now: now, tokens: map[secretKey]issued{}}
+	return &TokenIssuer{ttl: ttl, now: now, tokens: map[secretKey]issued{}, log: slog.Default(),
+		byClient: ratelimit.NewKeyed[secretKey](ratelimit.Rate{Burst: tokenClientBurst, Every: tokenClientEvery}, now, 0),
+		byAddr:   ratelimit.NewKeyed[netip.Addr](ratelimit.Rate{Burst: tokenAddrBurst, Every: tokenAddrEvery}, now, 0)}
 }
 
 func (t *TokenIssuer) issue(ctx context.Context, account string) (string, time.Duration, error) {
@@ -133,10 +152,15 @@ func issuedShape(tok string) bool {
 
 // ServeToken implements POST /oauth/token (RFC 6749 §4.4): client id and
 // secret are a service account's username and secret, in the form body or
-// as HTTP Basic.
+// as HTTP Basic. The client id must be the username exactly: a token
+// issued for " bot" would name no account and never work.
 func (a *Authenticator) ServeToken(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodPost {
 		oauthError(w, http.StatusMethodNotAllowed, "invalid_request", "use POST")
+		return
+	}
+	if ok, wait := a.oauth.byAddr.Allow(ratelimit.ClientAddr(r.RemoteAddr)); !ok {
+		slowDown(w, wait, "too many token requests from this address")
 		return
 	}
 	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
@@ -152,7 +176,11 @@ func (a *Authenticator) ServeToken(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		id, secret = r.PostForm.Get("client_id"), r.PostForm.Get("client_secret")
 	}
-	acc, known := a.accounts[strings.TrimSpace(id)]
+	if ok, wait := a.oauth.byClient.Allow(hash(id)); !ok {
+		slowDown(w, wait, "too many token requests for this client_id")
+		return
+	}
+	acc, known := a.accounts[id]
 	h := hash(secret)
 	var want secretKey
 	if known {
@@ -184,4 +212,12 @@ func oauthError(w http.ResponseWriter, status int, code, desc string) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]string{"error": code, "error_description": desc})
+}
+
+// slowDown answers 429 with Retry-After. The error code is RFC 8628's
+// slow_down: RFC 6749 has none for a rate limit.
+func slowDown(w http.ResponseWriter, wait time.Duration, why string) {
+	secs := max(int((wait+time.Second-1)/time.Second), 1)
+	w.Header().Set("Retry-After", strconv.Itoa(secs))
+	oauthError(w, http.StatusTooManyRequests, "slow_down", fmt.Sprintf("%s; retry after %d s", why, secs))
 }

@@ -300,9 +300,11 @@ func (s *canonScan) next(i int, name string) (int, bool) {
 	return s.key(i+1, name)
 }
 
+// number reads a number at i; one out of the stored range is left to the
+// general path, which fails the record naming its field.
 func (s *canonScan) number(i int) (int, bool) {
-	j, err := number(s.b, i)
-	return j, err == nil
+	j, big, err := number(s.b, i)
+	return j, err == nil && !big
 }
 
 // idValue notes the first $user_id or $device_id at i; a value other than

@@ -77,7 +77,11 @@ func (d *Decoder) value(v *fastjson.Value, depth int) bool {
 		}
 		d.arena = appendString(d.arena, s, d.escapes)
 	case fastjson.TypeNumber:
+		p := len(d.arena)
 		d.arena = v.MarshalTo(d.arena) // raw text, validated by the scanner
+		if d.sc.big && bigNumber(d.arena[p:]) {
+			return d.failLimit(msgBigNumber)
+		}
 	case fastjson.TypeTrue:
 		d.arena = append(d.arena, "true"...)
 	case fastjson.TypeFalse:

@@ -2,6 +2,7 @@ package record
 
 import (
 	"fmt"
+	"strconv"
 	"unicode/utf8"
 )
 
@@ -18,6 +19,7 @@ type scanner struct {
 	escapes bool   // some string holds a backslash: output strings need escaping
 	badUTF8 bool   // invalid UTF-8 bytes or lone surrogate escapes somewhere
 	lone    bool   // lone surrogate escapes: the record must go through fixSurrogates
+	big     bool   // a number out of the stored range (bigNumber): the walker names its field
 }
 
 // maxNesting bounds container nesting. fastjson refuses more than 300 levels
@@ -36,7 +38,7 @@ func errAt(off int, msg string) error { return &syntaxError{off, msg} }
 
 // scan validates b as exactly one JSON value.
 func (s *scanner) scan(b []byte) error {
-	s.escapes, s.badUTF8, s.lone = false, false, false
+	s.escapes, s.badUTF8, s.lone, s.big = false, false, false, false
 	st := s.stack[:0]
 	defer func() { s.stack = st[:0] }()
 	i := skipSpace(b, 0)
@@ -73,7 +75,9 @@ value:
 		case 'n':
 			i, err = literal(b, i, "null")
 		default:
-			i, err = number(b, i)
+			var big bool
+			i, big, err = number(b, i)
+			s.big = s.big || big
 		}
 		if err != nil {
 			return err
@@ -225,26 +229,31 @@ func literal(b []byte, i int, lit string) (int, error) {
 }
 
 // number validates the JSON number grammar
-// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and returns its end.
-func number(b []byte, i int) (int, error) {
+// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and returns its end. big
+// reports a number out of the range Tributary stores (see bigNumber); the
+// common number, a short integer or decimal, costs two comparisons more.
+func number(b []byte, i int) (end int, big bool, err error) {
 	start := i
 	if i < len(b) && b[i] == '-' {
 		i++
 	}
+	intStart := i
 	switch {
 	case i < len(b) && b[i] == '0':
 		i++
 	case i < len(b) && b[i] >= '1' && b[i] <= '9':
 		i = digits(b, i)
 	default:
-		return start, errAt(start, "invalid value")
+		return start, false, errAt(start, "invalid value")
 	}
+	intDigits := i - intStart
+	frac, exp := false, false
 	if i < len(b) && b[i] == '.' {
 		j := digits(b, i+1)
 		if j == i+1 {
-			return start, errAt(i, "invalid number")
+			return start, false, errAt(i, "invalid number")
 		}
-		i = j
+		i, frac = j, true
 	}
 	if i < len(b) && (b[i] == 'e' || b[i] == 'E') {
 		i++
@@ -253,11 +262,60 @@ func number(b []byte, i int) (int, error) {
 		}
 		j := digits(b, i)
 		if j == i {
-			return start, errAt(i, "invalid number")
+			return start, false, errAt(i, "invalid number")
 		}
-		i = j
+		i, exp = j, true
 	}
-	return i, nil
+	switch {
+	case exp:
+		big = !finiteFloat(b[start:i])
+	case frac:
+		big = intDigits > 308 && !finiteFloat(b[start:i]) // 309 digits reach MaxFloat64
+	default:
+		big = intDigits >= 19 && !fitsInt64(b[intStart:i], start != intStart)
+	}
+	return i, big, nil
+}
+
+// The range of numbers Tributary stores. JSON numbers have no limit, but
+// every reader of the stored events does: the query engine, the exports'
+// consumers and Mixpanel's own tools read a number as an int64 or a
+// float64, so 1e400 would become infinity and a 100-digit id a rounded
+// float, differently in each. An integer literal (no fraction, no
+// exponent) must fit an int64; any other number must be a finite float64
+// (a magnitude that rounds to zero, like 1e-400, is accepted: it is
+// zero). Out-of-range numbers fail their record, naming the property; an
+// id sent as a string keeps every digit.
+const msgBigNumber = "number out of range: an integer must fit in 64 bits (at most 9223372036854775807 in magnitude) and other numbers in a float64 (at most about 1.8e308)"
+
+// int64Max is math.MaxInt64's digits; an integer of 19 digits fits when
+// it is not greater (the negative bound is one more).
+const int64Max = "9223372036854775807"
+
+// fitsInt64 reports whether the integer digits (no sign, no leading zero)
+// fit an int64.
+func fitsInt64(digits []byte, neg bool) bool {
+	switch {
+	case len(digits) < len(int64Max):
+		return true
+	case len(digits) > len(int64Max):
+		return false
+	case neg:
+		return string(digits) <= "9223372036854775808"
+	}
+	return string(digits) <= int64Max
+}
+
+// finiteFloat reports whether a number (valid JSON) is a finite float64.
+func finiteFloat(tok []byte) bool {
+	_, err := strconv.ParseFloat(b2s(tok), 64)
+	return err == nil
+}
+
+// bigNumber reports whether tok, one valid JSON number, is out of range.
+func bigNumber(tok []byte) bool {
+	_, big, _ := number(tok, 0)
+	return big
 }
 
 func digits(b []byte, i int) int {
@@ -269,8 +327,8 @@ func digits(b []byte, i int) int {
 
 // isNumber reports whether s is exactly one JSON number.
 func isNumber(s string) bool {
-	end, err := number([]byte(s), 0)
-	return err == nil && end == len(s)
+	end, big, err := number([]byte(s), 0)
+	return err == nil && !big && end == len(s)
 }
 
 // fixSurrogates copies a scanned record, replacing each lone surrogate escape

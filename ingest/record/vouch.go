@@ -62,10 +62,11 @@ const MaxCleanMembers = maxMembers
 // n == k+2 means it was copied verbatim and holds none of them.
 func Verbatim(k, n int) bool { return k <= maxRunes && n == k+2 }
 
-// CleanNumber reports whether b is exactly one JSON number.
+// CleanNumber reports whether b is exactly one JSON number within the
+// range the one-pass path takes (an int64 integer, a finite float64).
 func CleanNumber(b []byte) bool {
-	j, err := number(b, 0)
-	return err == nil && j == len(b)
+	j, big, err := number(b, 0)
+	return err == nil && !big && j == len(b)
 }
 
 // CleanValue reports whether b is exactly one compact JSON value that the

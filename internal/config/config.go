@@ -147,6 +147,11 @@ type Config struct {
 	// RedirectHTTPListen, with TLS, is a plain-HTTP address that only
 	// redirects (308) to the same URL over https on Listen's port.
 	RedirectHTTPListen string `yaml:"redirect_http_listen"`
+	// The HTTP edge's limits (edges.go): open connections, the slowest
+	// request body, requests per client address on the token endpoints.
+	MaxConnections      int       `yaml:"max_connections"`
+	BodyMinRate         *ByteSize `yaml:"body_min_rate"`
+	IPRequestsPerSecond *int      `yaml:"ip_requests_per_second"`
 	// SyncLease is how long a sync run's claim holds unless its process
 	// renews it (every third of it): when a process dies, another takes
 	// its runs over within about 1.5 leases. Shorter means faster

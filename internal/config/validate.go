@@ -40,6 +40,9 @@ func (c *Config) validate() error {
 	if err := c.validateMemory(); err != nil {
 		return err
 	}
+	if err := c.validateEdges(); err != nil {
+		return err
+	}
 	switch c.DedupKeys {
 	case "", DedupMemory, DedupDisk:
 	default:

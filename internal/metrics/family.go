@@ -24,14 +24,17 @@ func (r *Registry) GaugeFamily(name, help string, labels []string, collect func(
 	r.families[name], r.help[name] = &gaugeFamily{labels: labels, collect: collect}, help
 }
 
-// write appends the family's series, sorted by label values.
-func (f *gaugeFamily) write(b *strings.Builder, name string) {
+// write appends the family's series that keep takes, sorted by label values.
+func (f *gaugeFamily) write(b *strings.Builder, name string, keep func(values []string) bool) {
 	type series struct {
 		key string
 		v   float64
 	}
 	var all []series
 	f.collect(func(v float64, values ...string) {
+		if !keep(values) {
+			return
+		}
 		if math.IsNaN(v) {
 			v = 0
 		}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -123,7 +124,22 @@ func (r *Registry) Gauge(name, help string, f func() float64) {
 }
 
 // Write writes every series in the text exposition format.
-func (r *Registry) Write(w io.Writer) error {
+func (r *Registry) Write(w io.Writer) error { return r.write(w, nil) }
+
+// ProjectLabel is the label that says which project a series is about.
+const ProjectLabel = "project"
+
+// WriteProject writes only the series about one project: those whose
+// project label is project. Families without that label (HTTP totals,
+// histograms, queue depths) are left out whole: they sum over every
+// project, so they would tell one project's owner about the others'
+// traffic. A scraper that needs them uses the metrics_token.
+func (r *Registry) WriteProject(w io.Writer, project string) error {
+	return r.write(w, &project)
+}
+
+// write writes every series, or with project set only that project's.
+func (r *Registry) write(w io.Writer, project *string) error {
 	r.mu.Lock()
 	names := make([]string, 0, len(r.help))
 	for n := range r.help {
@@ -136,6 +152,21 @@ func (r *Registry) Write(w io.Writer) error {
 		r.mu.Lock()
 		c, h, g, f, help := r.counters[name], r.hists[name], r.gauges[name], r.families[name], r.help[name]
 		r.mu.Unlock()
+		var labels []string
+		switch {
+		case c != nil:
+			labels = c.labels
+		case f != nil:
+			labels = f.labels
+		}
+		pi := slices.Index(labels, ProjectLabel)
+		if project != nil && pi < 0 {
+			continue
+		}
+		// keep reports whether a series with these label values is written.
+		keep := func(values []string) bool {
+			return project == nil || pi < len(values) && values[pi] == *project
+		}
 		fmt.Fprintf(&b, "# HELP %s %s\n", name, help)
 		switch {
 		case c != nil:
@@ -147,7 +178,10 @@ func (r *Registry) Write(w io.Writer) error {
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
-				fmt.Fprintf(&b, "%s%s %d\n", name, labelText(c.labels, strings.Split(k, "\x00")), c.series[k].Load())
+				values := strings.Split(k, "\x00")
+				if keep(values) {
+					fmt.Fprintf(&b, "%s%s %d\n", name, labelText(c.labels, values), c.series[k].Load())
+				}
 			}
 			c.mu.RUnlock()
 		case h != nil:
@@ -165,7 +199,7 @@ func (r *Registry) Write(w io.Writer) error {
 			}
 			fmt.Fprintf(&b, "# TYPE %s gauge\n%s %g\n", name, name, v)
 		case f != nil:
-			f.write(&b, name)
+			f.write(&b, name, keep)
 		}
 	}
 	_, err := io.WriteString(w, b.String())

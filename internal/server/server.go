@@ -87,11 +87,17 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		_ = committer.Close()
 		return err
 	}
+	limits := cfg.Edges()
+	if limits.MaxConnections == 0 {
+		limits.MaxConnections = defaultMaxConnections()
+	}
+	edge := newEdge(limits.MaxConnections, reg, log)
 	hs := &http.Server{
 		Handler:           apiSrv.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         edge.connState,
 	}
 	scheme := "http"
 	if cfg.TLS() {
@@ -107,8 +113,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		_ = committer.Close()
 		return fmt.Errorf("listen %s: %w", cfg.Listen, err)
 	}
+	ln = edge.listener(ln)
 	log.Info("tributary listening", "addr", ln.Addr().String(), "scheme", scheme, "region", cfg.Region, "store", cfg.StoreRedacted(),
-		"data_dir", cfg.DataDir, "projects", len(cfg.Projects), "sync_owner", sched.Owner())
+		"data_dir", cfg.DataDir, "projects", len(cfg.Projects), "sync_owner", sched.Owner(), "max_connections", limits.MaxConnections)
 	errc := make(chan error, 3)
 	if cfg.RedirectHTTPListen != "" {
 		_, port, _ := net.SplitHostPort(ln.Addr().String())
@@ -132,7 +139,9 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 			_ = committer.Close()
 			return fmt.Errorf("listen %s (migrate_listen): %w", cfg.MigrateListen, err)
 		}
-		ms := &http.Server{Handler: mig.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: hs.ErrorLog}
+		ms := &http.Server{Handler: paceBodies(mig.Handler(), limits.BodyMinRate, bodyGrace), ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout: hs.IdleTimeout, ErrorLog: hs.ErrorLog, ConnState: edge.connState}
+		mln = edge.listener(mln)
 		defer ms.Close()
 		go func() {
 			if err := ms.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
@@ -141,6 +150,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		}()
 		log.Info("migration service listening", "addr", mln.Addr().String())
 	}
+	hs.Handler = paceBodies(limitTokenEndpoints(hs.Handler, limits.IPRequestsPerSecond, time.Now, reg), limits.BodyMinRate, bodyGrace)
 	go func() {
 		if hs.TLSConfig != nil {
 			errc <- hs.ServeTLS(ln, "", "") // the certificate comes from TLSConfig.GetCertificate

@@ -79,7 +79,7 @@ func exportError(err error) error {
 	case errors.Is(err, errTooManyEvents):
 		return err
 	}
-	return refuse(http.StatusBadGateway, "Amplitude's Export API failed: %v", err)
+	return refuse(http.StatusBadGateway, "Amplitude's Export API failed: %s", scrubURLs(err.Error()))
 }
 
 // DryRunResult is what a dry run found.
@@ -108,6 +108,9 @@ type DryRunResult struct {
 func (s *Service) DryRun(ctx context.Context, req Request, progress func(DryRunResult)) (DryRunResult, error) {
 	t, err := s.check(req)
 	if err != nil {
+		return DryRunResult{}, err
+	}
+	if err := s.allowCallout(t.project.ID); err != nil {
 		return DryRunResult{}, err
 	}
 	r := DryRunResult{

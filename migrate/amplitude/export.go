@@ -2,16 +2,20 @@ package amplitude
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 	"unicode"
 )
@@ -84,8 +88,9 @@ type Client struct {
 
 // retryable is a failure that another attempt may not repeat.
 type retryable struct {
-	err   error
-	after time.Duration // Retry-After, when the server sent one
+	err    error
+	after  time.Duration // Retry-After, when the server sent one
+	detail error         // for the log: err with the URL and addresses, when err leaves them out
 }
 
 func (r *retryable) Error() string { return r.err.Error() }
@@ -109,8 +114,12 @@ func (c *Client) Export(ctx context.Context, start, end time.Time) (*Archive, er
 			break
 		}
 		d := b.wait(attempt, rerr.after)
+		detail := last
+		if rerr.detail != nil {
+			detail = rerr.detail
+		}
 		c.log().Warn("amplitude export failed; retrying", "start", start.Format(hourLayout), "end", end.Format(hourLayout),
-			"attempt", attempt, "wait", d, "err", last)
+			"attempt", attempt, "wait", d, "err", detail)
 		t := time.NewTimer(d)
 		select {
 		case <-ctx.Done():
@@ -141,7 +150,10 @@ func (c *Client) once(ctx context.Context, start, end time.Time) (*Archive, erro
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
-		return nil, &retryable{err: fmt.Errorf("amplitude export: %w", err)}
+		// The client sees this error (a 502, a failed job): say what went
+		// wrong, not where. The URL may be an internal proxy's
+		// (TRIBUTARY_AMPLITUDE_URL); the log keeps it.
+		return nil, &retryable{err: fmt.Errorf("amplitude export: %s", transportReason(err)), detail: err}
 	}
 	defer resp.Body.Close()
 	switch s := resp.StatusCode; {
@@ -264,7 +276,37 @@ func (c *Client) log() *slog.Logger {
 	return slog.Default()
 }
 
-// snippet returns the start of an error body, printable, for messages.
+// transportReason says why a request got no answer, without the URL or
+// the addresses a *url.Error or *net.OpError carries.
+func transportReason(err error) string {
+	var (
+		ne   net.Error
+		dns  *net.DNSError
+		cert *tls.CertificateVerificationError
+		rec  tls.RecordHeaderError
+	)
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "Amplitude's Export API refused the connection"
+	case errors.As(err, &dns):
+		return "the Export API's host name could not be resolved"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "the request to Amplitude's Export API timed out"
+	case errors.As(err, &cert), errors.As(err, &rec):
+		return "the TLS handshake with Amplitude's Export API failed"
+	}
+	return "the connection to Amplitude's Export API failed"
+}
+
+// urlPattern finds URLs in text that reaches clients: an upstream error
+// page (a proxy's, say) may name hosts the client has no business seeing.
+var urlPattern = regexp.MustCompile(`(?i)\b[a-z][a-z0-9+.-]*://[^\s"'<>]+`)
+
+// scrubURLs replaces every URL in s with "<url>".
+func scrubURLs(s string) string { return urlPattern.ReplaceAllString(s, "<url>") }
+
+// snippet returns the start of an error body, printable and without
+// URLs, for messages.
 func snippet(r io.Reader) string {
 	b, _ := io.ReadAll(io.LimitReader(r, 300))
 	s := strings.Map(func(r rune) rune {
@@ -276,7 +318,7 @@ func snippet(r io.Reader) string {
 	if s = strings.TrimSpace(s); s == "" {
 		return "no message"
 	}
-	return s
+	return scrubURLs(s)
 }
 
 // retryAfter reads a Retry-After header given in seconds (the HTTP-date

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/tributary-dev/tributary/ingest/auth"
 )
@@ -142,6 +143,9 @@ func (s *Service) authorizeStatus(r *http.Request, st Status, found bool) (int, 
 func (s *Service) refused(w http.ResponseWriter, r *http.Request, err error) {
 	if re, ok := errors.AsType[*RequestError](err); ok {
 		s.cfg.Logger.Info("amplitude migration request refused", "path", r.URL.Path, "code", re.Status, "reason", re.Msg)
+		if re.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int((re.RetryAfter+time.Second-1)/time.Second)))
+		}
 		writeError(w, re.Status, re.Msg)
 		return
 	}

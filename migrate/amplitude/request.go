@@ -25,6 +25,8 @@ type Request struct {
 type RequestError struct {
 	Status int
 	Msg    string
+	// RetryAfter, when set, is sent as the Retry-After header (a 429).
+	RetryAfter time.Duration
 }
 
 func (e *RequestError) Error() string { return e.Msg }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/ingest/auth"
+	"github.com/tributary-dev/tributary/ingest/ratelimit"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/metrics"
@@ -65,7 +66,19 @@ type Config struct {
 	// ProfileMemory bounds the memory of the per-user latest events before
 	// they spill to disk; default 64 MB.
 	ProfileMemory int
+	// CalloutRate limits, per target project, the requests (a dry run, a
+	// job's submission) that make the server call Amplitude; zero: 10 at
+	// once, then one a minute (DefaultCalloutBurst, DefaultCalloutEvery).
+	// The project token that is enough to ask is public, so without it
+	// anyone could have the server call out at will.
+	CalloutRate ratelimit.Rate
 }
+
+// The default CalloutRate, per process.
+const (
+	DefaultCalloutBurst = 10
+	DefaultCalloutEvery = time.Minute
+)
 
 // Service runs Amplitude migrations. Use New, then Resume once at start,
 // and Close at shutdown.
@@ -77,6 +90,8 @@ type Service struct {
 	slots  chan struct{}
 	met    *serviceMetrics
 	chunks *chunkPool // the loaders' batches, kept between jobs
+	// callouts limits, per project, the requests that call Amplitude.
+	callouts *ratelimit.Keyed[int64]
 
 	mu   sync.Mutex
 	jobs map[string]*jobRun // loaded this process: started, resumed or waiting
@@ -128,8 +143,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.MaxEvents <= 0 {
 		cfg.MaxEvents = MaxEvents
 	}
+	if cfg.CalloutRate == (ratelimit.Rate{}) {
+		cfg.CalloutRate = ratelimit.Rate{Burst: DefaultCalloutBurst, Every: DefaultCalloutEvery}
+	}
 	s := &Service{cfg: cfg, slots: make(chan struct{}, cfg.MaxConcurrent), jobs: map[string]*jobRun{},
-		chunks: newChunkPool(defaultKeepIdle)}
+		chunks: newChunkPool(defaultKeepIdle), callouts: ratelimit.NewKeyed[int64](cfg.CalloutRate, cfg.Now, 0)}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	if cfg.Metrics != nil {
 		s.met = &serviceMetrics{
@@ -256,6 +274,9 @@ func (s *Service) Wait(ctx context.Context, id string) (Status, error) {
 func (s *Service) Submit(ctx context.Context, req Request) (Status, error) {
 	t, err := s.check(req)
 	if err != nil {
+		return Status{}, err
+	}
+	if err := s.allowCallout(t.project.ID); err != nil {
 		return Status{}, err
 	}
 	if err := s.checkSize(ctx, t); err != nil {
@@ -399,6 +420,19 @@ func (s *Service) check(req Request) (target, error) {
 	return t, nil
 }
 
+// allowCallout charges a request that is about to call Amplitude to its
+// project's CalloutRate; only requests that passed every local check
+// count.
+func (s *Service) allowCallout(project int64) error {
+	if ok, wait := s.callouts.Allow(project); !ok {
+		e := refuse(http.StatusTooManyRequests, "too many migration requests for project %d (%d at once, then one every %s); retry later",
+			project, s.cfg.CalloutRate.Burst, s.cfg.CalloutRate.Every)
+		e.RetryAfter = wait
+		return e
+	}
+	return nil
+}
+
 func regionName(r config.Region) string {
 	switch r {
 	case config.RegionEU:
@@ -452,7 +486,7 @@ func (s *Service) finish(jr *jobRun, err error) {
 	now := s.cfg.Now().UTC()
 	j.State, j.FinishedAt, j.UpdatedAt, j.Sealed = Succeeded, now, now, ""
 	if err != nil {
-		j.State, j.Error = Failed, err.Error()
+		j.State, j.Error = Failed, scrubURLs(err.Error()) // clients read it; the log below keeps all
 	}
 	j.Counts.add(jr.live)
 	jr.live = Counts{}
