@@ -58,11 +58,9 @@ func (s *Source) Read(ctx context.Context, req connectors.ReadRequest, fn func(a
 	if err := beginReadOnly(ctx, conn); err != nil {
 		return classify(ctx, op, err)
 	}
-	defer func() {
-		if !stopped && ctx.Err() == nil {
-			rollback(conn)
-		}
-	}()
+	// Rolled back even after a stop, so the backend is idle, not idle in
+	// an aborted transaction, by the time release closes the connection.
+	defer rollback(conn)
 	pc := conn.Conn().PgConn()
 	sd, err := pc.Prepare(ctx, "", query, nil)
 	if err != nil {

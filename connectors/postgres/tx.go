@@ -21,6 +21,9 @@ func beginReadOnly(ctx context.Context, conn *pgxpool.Conn) error {
 // rollback ends the transaction; a connection it fails on is closed
 // rather than returned to the pool in a transaction.
 func rollback(conn *pgxpool.Conn) {
+	if conn.Conn().PgConn().IsClosed() {
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if err := conn.Conn().PgConn().Exec(ctx, "ROLLBACK").Close(); err != nil {
