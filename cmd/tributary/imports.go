@@ -6,13 +6,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
+	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/connectors/kinds"
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/preview"
 	"github.com/tributary-dev/tributary/internal/config"
+	"github.com/tributary-dev/tributary/internal/server"
 )
 
 // files collects repeated -c flags.
@@ -21,15 +24,37 @@ type files []string
 func (f *files) String() string     { return strings.Join(*f, ",") }
 func (f *files) Set(v string) error { *f = append(*f, v); return nil }
 
+// loadConfig loads the server config at path; a missing default config
+// is not an error (nil), a missing explicit one is.
+func loadConfig(path string, explicit bool) (*config.Config, error) {
+	if _, err := os.Stat(path); err != nil && !explicit {
+		return nil, nil
+	}
+	return config.Load(path)
+}
+
+// sourceRegistry is the source kinds under the limits of the server
+// config at path (allowed_paths, the data dir's files refused), so a
+// command reads what the server would and no more; without a config,
+// under the defaults' (no allowed_paths, ./data and configs/imports
+// refused). What a source keeps out of its errors goes to log.
+func sourceRegistry(path string, explicit bool, log *slog.Logger) (*connectors.Registry, error) {
+	cfg, err := loadConfig(path, explicit)
+	if err != nil {
+		return nil, err
+	}
+	if cfg == nil {
+		cfg = &config.Config{DataDir: "./data", ImportsDir: "configs/imports"}
+	}
+	return server.SourceRegistry(cfg, log)
+}
+
 // projectsOf returns the project lookup of the server config at path; a
 // missing default config is not an error (validate then skips the ID-mode
 // checks), a missing explicit one is.
 func projectsOf(path string, explicit bool) (func(int64) (importspec.Project, bool), error) {
-	if _, err := os.Stat(path); err != nil && !explicit {
-		return nil, nil
-	}
-	cfg, err := config.Load(path)
-	if err != nil {
+	cfg, err := loadConfig(path, explicit)
+	if cfg == nil || err != nil {
 		return nil, err
 	}
 	return func(id int64) (importspec.Project, bool) {
@@ -110,7 +135,13 @@ func previewCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err != nil {
 		return err
 	}
-	reg := kinds.Registry()
+	// Through the server's limits: a preview reads what a sync would, no
+	// more, and writes nothing (every source reads in a read-only
+	// transaction).
+	reg, err := sourceRegistry(*cfgPath, true, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
+	if err != nil {
+		return err
+	}
 	im, err := importspec.LoadFile(paths[0], reg, nil)
 	if err != nil {
 		return err

@@ -99,6 +99,11 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer release()
+	// Sources open under the server's limits, its data dir (as given
+	// here) included.
+	if reg, err = server.SourceRegistry(cfg, log); err != nil {
+		return err
+	}
 	projects := server.ProjectLookup(cfg)
 	if err := im.Validate(reg, projects); err != nil {
 		return err

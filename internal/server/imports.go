@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tributary-dev/tributary/connectors/kinds"
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/run"
 	"github.com/tributary-dev/tributary/ingest/store"
@@ -18,7 +17,10 @@ import (
 // loadImports reads and validates imports_dir; a bad file stops the start
 // with the file, the key and what is wrong.
 func loadImports(cfg *config.Config) ([]*importspec.Import, error) {
-	reg := kinds.Registry()
+	reg, err := SourceRegistry(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
 	ims, err := importspec.LoadDir(cfg.ImportsDir, reg, nil)
 	if err != nil {
 		return nil, err
@@ -47,7 +49,10 @@ func ProjectLookup(cfg *config.Config) func(int64) (importspec.Project, bool) {
 // imports in the store) and the scheduler over it, not yet started.
 // Its lease figures go to met.
 func NewScheduler(ctx context.Context, cfg *config.Config, files []*importspec.Import, st store.Store, log *slog.Logger, met *metrics.Registry) (*scheduler.Scheduler, error) {
-	reg := kinds.Registry()
+	reg, err := SourceRegistry(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: ProjectLookup(cfg), Files: files})
 	if err != nil {
 		return nil, fmt.Errorf("imports: %w", err)
