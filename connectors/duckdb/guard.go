@@ -124,7 +124,7 @@ func parseOneSelect(ctx context.Context, conn *sql.Conn, query string) error {
 	msg := ""
 	switch {
 	case parsed.Error && parsed.ErrorType == "not implemented":
-		msg = "must be a SELECT statement (DuckDB's parser found another kind)"
+		msg = "must be one SELECT statement (DuckDB's parser found another kind of statement in it)"
 	case parsed.Error:
 		msg = "must be one SELECT statement DuckDB can parse: " + parsed.ErrorMessage
 	case len(parsed.Statements) != 1:
