@@ -23,7 +23,10 @@ type Field struct {
 	Required bool
 	// Secret fields must be given as ${ENV_VAR} and are never logged.
 	Secret bool
-	Doc    string
+	// Path fields name a file the server reads (a key, a certificate, a
+	// database); GuardPaths refuses the server's own files in them.
+	Path bool
+	Doc  string
 }
 
 // Kind is one source type (duckdb, postgres, snowflake, bigquery).

@@ -1,6 +1,7 @@
 package connectors
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -94,4 +95,32 @@ func (o Options) Allowed(p string) bool {
 		}
 	}
 	return false
+}
+
+// GuardPaths returns k whose Open first refuses a Path field naming one
+// of the server's own files (opts.ServerPaths, after symlinks), so no
+// kind reads the store or the config as a key file or a certificate.
+func GuardPaths(k Kind, opts Options) Kind {
+	var server []string
+	for _, p := range opts.ServerPaths {
+		if r, err := ResolvePath(p); err == nil {
+			server = append(server, r)
+		}
+	}
+	guard := Options{ServerPaths: server}
+	open := k.Open
+	k.Open = func(ctx context.Context, fields map[string]string) (Source, error) {
+		for _, f := range k.Fields {
+			v := fields[f.Name]
+			if !f.Path || v == "" {
+				continue
+			}
+			r, err := ResolvePath(v)
+			if err != nil || guard.ServerPath(r) {
+				return nil, Permanent(fmt.Errorf("%w: %w", &FieldError{Field: "source." + f.Name, Msg: v + " is one of the server's own files"}, ErrRefused))
+			}
+		}
+		return open(ctx, fields)
+	}
+	return k
 }

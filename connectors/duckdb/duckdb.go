@@ -36,7 +36,7 @@ func KindWith(opts connectors.Options) connectors.Kind {
 		Name: "duckdb",
 		Doc:  "Embedded DuckDB warehouse file; tables may also name Parquet or CSV files by path or glob under the server's allowed_paths.",
 		Fields: []connectors.Field{
-			{Name: "path", Doc: "Database file. Empty: an in-memory database, for reading Parquet/CSV files under the server's allowed_paths only."},
+			{Name: "path", Path: true, Doc: "Database file. Empty: an in-memory database, for reading Parquet/CSV files under the server's allowed_paths only."},
 			{Name: "read_only", Doc: "Open the file read-only (default true), so other processes may open it too; reads are read-only either way."},
 			{Name: "memory_limit", Doc: "DuckDB memory_limit for this source, e.g. 1GB (default 1GB)."},
 			{Name: "threads", Doc: "DuckDB threads for this source (default 2)."},
@@ -49,6 +49,10 @@ func KindWith(opts connectors.Options) connectors.Kind {
 }
 
 func check(f map[string]string) error {
+	if strings.Contains(f["path"], "?") {
+		// It would end the file name and start DuckDB options of the user's.
+		return &connectors.FieldError{Field: "source.path", Msg: "must not contain ?"}
+	}
 	if v, ok := f["read_only"]; ok {
 		if _, err := strconv.ParseBool(v); err != nil {
 			return &connectors.FieldError{Field: "source.read_only", Msg: fmt.Sprintf("%q is not a boolean", v)}

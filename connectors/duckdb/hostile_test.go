@@ -206,6 +206,7 @@ func TestHostileOpen(t *testing.T) {
 		{"store by a symlink", map[string]string{"path": link}, e.opts, "source.path"},
 		{"new file inside the write log", map[string]string{"path": e.storeLog + "/x.duckdb", "read_only": "false"}, e.opts, "source.path"},
 		{"imports dir", map[string]string{"path": filepath.Join(e.dir, "imports", "x.duckdb"), "read_only": "false"}, e.opts, "source.path"},
+		{"DuckDB options after ?", map[string]string{"path": e.wh + "?access_mode=read_write&lock_configuration=true"}, e.opts, "source.path"},
 		{"in-memory without allowed paths", map[string]string{}, connectors.Options{ServerPaths: e.opts.ServerPaths}, "allowed_paths"},
 		{"allowed path holding the data dir", map[string]string{"path": e.wh},
 			connectors.Options{AllowedPaths: []string{e.dir}, ServerPaths: e.opts.ServerPaths}, "allowed_paths[0]"},
@@ -218,8 +219,9 @@ func TestHostileOpen(t *testing.T) {
 				src.Close()
 				t.Fatal("opened")
 			}
-			if !errors.Is(err, connectors.ErrRefused) || !connectors.IsPermanent(err) || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("%v; want a permanent ErrRefused naming %s", err, tc.want)
+			refusal := errors.Is(err, connectors.ErrRefused) || errors.As(err, new(*connectors.FieldError))
+			if !refusal || !connectors.IsPermanent(err) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("%v; want a permanent refusal naming %s", err, tc.want)
 			}
 		})
 	}

@@ -17,5 +17,9 @@ func Registry() *connectors.Registry { return RegistryWith(connectors.Options{})
 // RegistryWith returns a registry of all source kinds under opts, the
 // operator's limits (internal/server.SourceOptions builds them).
 func RegistryWith(opts connectors.Options) *connectors.Registry {
-	return connectors.NewRegistry(bigquery.Kind(), duckdb.KindWith(opts), postgres.KindWith(opts), snowflake.Kind())
+	ks := []connectors.Kind{bigquery.Kind(), duckdb.KindWith(opts), postgres.KindWith(opts), snowflake.Kind()}
+	for i := range ks {
+		ks[i] = connectors.GuardPaths(ks[i], opts)
+	}
+	return connectors.NewRegistry(ks...)
 }

@@ -51,7 +51,7 @@ func KindWith(opts connectors.Options) connectors.Kind {
 			{Name: "password", Secret: true, Doc: "Password of user, as ${ENV}."},
 			{Name: "database", Doc: "Database name (default: the user name)."},
 			{Name: "sslmode", Doc: "verify-full (default), verify-ca, require, or disable (local use only)."},
-			{Name: "sslrootcert", Doc: "CA certificate file for verify-full and verify-ca (default: the system roots)."},
+			{Name: "sslrootcert", Path: true, Doc: "CA certificate file for verify-full and verify-ca (default: the system roots)."},
 		},
 		Check: check,
 		Open: func(ctx context.Context, f map[string]string) (connectors.Source, error) {
