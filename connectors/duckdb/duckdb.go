@@ -112,7 +112,7 @@ func Open(ctx context.Context, fields map[string]string, opts connectors.Options
 	if err != nil {
 		return nil, connectors.Permanent(fmt.Errorf("duckdb source %s: %w", fields["path"], err))
 	}
-	if err := confine(ctx, db, opts); err != nil {
+	if err := confine(ctx, db, path, opts); err != nil {
 		db.Close()
 		return nil, connectors.Permanent(fmt.Errorf("duckdb source %s: %w", fields["path"], err))
 	}

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	duckdbdrv "github.com/duckdb/duckdb-go/v2"
 
@@ -20,8 +21,9 @@ import (
 // database file is open: the file system outside the allowed paths
 // (which also stops ATTACH, COPY … TO and INSTALL), extension loading,
 // and then any change of these settings. They are database-wide, so
-// every connection of the pool is bound by them.
-func confine(ctx context.Context, db *sql.DB, opts connectors.Options) error {
+// every connection of the pool is bound by them. dbPath is the database
+// file ("" in memory).
+func confine(ctx context.Context, db *sql.DB, dbPath string, opts connectors.Options) error {
 	var dirs, files []string
 	for _, p := range opts.AllowedPaths {
 		if fi, err := os.Stat(p); err == nil && !fi.IsDir() {
@@ -36,6 +38,54 @@ func confine(ctx context.Context, db *sql.DB, opts connectors.Options) error {
 		return err
 	}
 	defer conn.Close()
+	// Sources of one file in one process share DuckDB's database instance
+	// (its instance cache): a second one finds it confined already, which
+	// is fine only under the same limits, or being confined by another
+	// source right now, which it waits out.
+	var lastErr error
+	applied := false
+	for try := 0; try < 100; try++ {
+		if try > 0 && !applied {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		var locked, external bool
+		var curDirs, curFiles []any
+		var temp string
+		err = conn.QueryRowContext(ctx, `SELECT current_setting('lock_configuration'), current_setting('enable_external_access'),
+			current_setting('allowed_directories')::VARCHAR[], current_setting('allowed_paths')::VARCHAR[], current_setting('temp_directory')`).
+			Scan(&locked, &external, &curDirs, &curFiles, &temp)
+		if err != nil {
+			return fmt.Errorf("confine: %w", err)
+		}
+		if locked {
+			// DuckDB adds its own files: the temp directory to the allowed
+			// directories, the database file and its WAL files to the paths.
+			if abs, err := filepath.Abs(temp); err == nil {
+				temp = abs // a relative one is held absolute
+			}
+			tempDir := strings.TrimSuffix(temp, string(os.PathSeparator)) + string(os.PathSeparator)
+			own := func(p string) bool { return p == tempDir || dbPath != "" && strings.HasPrefix(p, dbPath) }
+			if external || !sameSet(curDirs, dirs, own) || !sameSet(curFiles, files, own) {
+				return fmt.Errorf("confine: %w: the file is open in this process under other limits", connectors.ErrRefused)
+			}
+			return nil
+		}
+		if !external {
+			continue // another source is confining the instance
+		}
+		// Checked once more when applied: another source may have set
+		// its own lists between these SETs, or begun confining it first.
+		lastErr = apply(ctx, conn, dirs, files)
+		applied = lastErr == nil
+	}
+	return fmt.Errorf("confine: %w", lastErr)
+}
+
+func apply(ctx context.Context, conn *sql.Conn, dirs, files []string) error {
 	for _, stmt := range []string{
 		"SET allowed_directories = " + list(dirs),
 		"SET allowed_paths = " + list(files),
@@ -46,10 +96,27 @@ func confine(ctx context.Context, db *sql.DB, opts connectors.Options) error {
 		"SET lock_configuration = true",
 	} {
 		if _, err := conn.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("confine: %s: %w", stmt, err)
+			return fmt.Errorf("%s: %w", stmt, err)
 		}
 	}
 	return nil
+}
+
+// sameSet reports whether cur holds exactly want, apart from DuckDB's own.
+func sameSet(cur []any, want []string, own func(string) bool) bool {
+	seen := map[string]bool{}
+	for _, v := range cur {
+		if str, _ := v.(string); !own(str) {
+			seen[str] = true
+		}
+	}
+	for _, w := range want {
+		if !seen[w] {
+			return false
+		}
+		delete(seen, w)
+	}
+	return len(seen) == 0
 }
 
 // list renders strings as a DuckDB list literal.

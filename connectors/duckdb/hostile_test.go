@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tributary-dev/tributary/connectors"
@@ -258,5 +259,43 @@ func TestConfinementHoldsOnEveryConnection(t *testing.T) {
 				t.Errorf("%s connection ran %s", name, stmt)
 			}
 		}
+	}
+}
+
+// Sources of one file share DuckDB's database instance within a process:
+// a second source (a second import of the same warehouse) opens under the
+// same limits; one under other limits is refused rather than widened.
+func TestSharedInstance(t *testing.T) {
+	e := newHostileEnv(t)
+	ctx := context.Background()
+	// Opened at once, as the scheduler starts several imports of one file.
+	srcs := make([]*Source, 6)
+	errs := make([]error, len(srcs))
+	var wg sync.WaitGroup
+	for i := range srcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			srcs[i], errs[i] = Open(ctx, map[string]string{"path": e.wh}, e.opts)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("source %d: %v", i, err)
+		}
+		defer srcs[i].Close()
+	}
+	for i, src := range srcs {
+		if _, rows, err := sourcetest.Rows(ctx, src, connectors.ReadRequest{Table: connectors.Table{Name: "main.t"}}); err != nil || len(rows) != 3 {
+			t.Errorf("source %d: %d rows, %v", i, len(rows), err)
+		}
+		if _, err := src.Discover(ctx, connectors.Table{Query: "SELECT * FROM read_text('/etc/passwd')"}); !errors.Is(err, connectors.ErrRefused) {
+			t.Errorf("source %d read /etc/passwd: %v", i, err)
+		}
+	}
+	if src, err := Open(ctx, map[string]string{"path": e.wh}, connectors.Options{AllowedPaths: []string{t.TempDir()}}); err == nil {
+		src.Close()
+		t.Error("a source under other allowed paths shared the confined instance")
 	}
 }
