@@ -84,6 +84,11 @@ func hostileSources(t *testing.T, pgStore bool) {
 			t.Fatal(err)
 		}
 	}
+	// A legitimate import of the same warehouse, which must still work.
+	legit := fmt.Sprintf("id: ok-users\nproject_id: %d\nimport_type: people\nsync_mode: full_sync\nsource: %s\ntable_params: {query: \"SELECT user_id, email FROM main.users\"}\nuser_column_name: user_id\nschedule: api\n", mainID, duck)
+	if err := os.WriteFile(filepath.Join(importsDir, "ok-users.yaml"), []byte(legit), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	s := startServerIn(t, root, cfg)
 	wantImported(t, s.importEvents(t, asOwner, projectQ(mainID), events("before", 3)), 3)
 
@@ -107,6 +112,10 @@ func hostileSources(t *testing.T, pgStore bool) {
 		if strings.Contains(run.Reason, "root:") || strings.Contains(run.Reason, "000001") {
 			t.Errorf("%s: the failure shows what was read: %s", p.id, run.Reason)
 		}
+	}
+
+	if run := waitRun(t, s, "ok-users", manualSync(t, s, "ok-users")); run.Status != "SUCCEEDED" || run.Imported != 500 {
+		t.Errorf("the legitimate import: %s, %d imported (%s); want SUCCEEDED, 500", run.Status, run.Imported, run.Reason)
 	}
 
 	// preview through the binary, from the server's directory so its
