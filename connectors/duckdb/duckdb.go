@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 
@@ -70,6 +71,7 @@ func check(f map[string]string) error {
 type Source struct {
 	db   *sql.DB
 	opts connectors.Options // resolved
+	tmp  string             // an in-memory source's own spill directory
 }
 
 // Open opens the database named by fields (see Kind) under opts' limits.
@@ -108,15 +110,26 @@ func Open(ctx context.Context, fields map[string]string, opts connectors.Options
 	}
 	q.Set("memory_limit", or(fields["memory_limit"], "1GB"))
 	q.Set("threads", or(fields["threads"], "2"))
+	tmp := ""
+	if path == "" {
+		// DuckDB would spill to ./.tmp, shared by every in-memory source
+		// and readable by each (it allows its temp directory): one each.
+		if tmp, err = os.MkdirTemp("", "tributary-duckdb-source-"); err != nil {
+			return nil, fmt.Errorf("duckdb source: %w", err)
+		}
+		q.Set("temp_directory", tmp)
+	}
 	db, err := sql.Open("duckdb", path+"?"+q.Encode())
 	if err != nil {
+		os.RemoveAll(tmp)
 		return nil, connectors.Permanent(fmt.Errorf("duckdb source %s: %w", fields["path"], err))
 	}
 	if err := confine(ctx, db, path, opts); err != nil {
 		db.Close()
+		os.RemoveAll(tmp)
 		return nil, connectors.Permanent(fmt.Errorf("duckdb source %s: %w", fields["path"], err))
 	}
-	return &Source{db: db, opts: opts}, nil
+	return &Source{db: db, opts: opts, tmp: tmp}, nil
 }
 
 func or(v, def string) string {
@@ -127,7 +140,13 @@ func or(v, def string) string {
 }
 
 // Close closes the database.
-func (s *Source) Close() error { return s.db.Close() }
+func (s *Source) Close() error {
+	err := s.db.Close()
+	if s.tmp != "" {
+		os.RemoveAll(s.tmp)
+	}
+	return err
+}
 
 var dialect = connectors.Dialect{Placeholder: connectors.DollarPlaceholder}
 

@@ -139,11 +139,13 @@ func TestHostileQueries(t *testing.T) {
 				}
 			}
 			q := func(sql string) connectors.Table { return connectors.Table{Query: sql} }
+			spill, _ := filepath.Abs(".tmp") // DuckDB's default temp directory in memory
 			probes := []sourcetest.Probe{
 				{Name: "read_text /etc/passwd", Table: q("SELECT * FROM read_text('/etc/passwd')")},
 				{Name: "read_blob store write log", Table: q("SELECT * FROM read_blob('" + e.storeLog + "/*')")},
 				{Name: "store file by replacement scan", Table: q("SELECT * FROM '" + e.store + "'")},
 				{Name: "glob of the root", Table: q("SELECT * FROM glob('/*')")},
+				{Name: "spill files of other in-memory sources", Table: q("SELECT * FROM read_blob('" + spill + "/*')")},
 				{Name: "dot-dot out of the allowed dir", Table: q("SELECT * FROM read_text('" + e.allowed + "/../data/tributary.duckdb.log/000001.seg')")},
 				{Name: "symlink out of the allowed dir", Table: q("SELECT * FROM read_csv('" + e.allowed + "/passwd.csv')")},
 				{Name: "table names the write log", Table: connectors.Table{Name: e.storeLog + "/*"}},
