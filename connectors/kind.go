@@ -3,6 +3,7 @@ package connectors
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 )
@@ -22,7 +23,10 @@ type Field struct {
 	Required bool
 	// Secret fields must be given as ${ENV_VAR} and are never logged.
 	Secret bool
-	Doc    string
+	// Path fields name a file the server reads (a key, a certificate, a
+	// database); GuardPaths refuses the server's own files in them.
+	Path bool
+	Doc  string
 }
 
 // Kind is one source type (duckdb, postgres, snowflake, bigquery).
@@ -34,6 +38,32 @@ type Kind struct {
 	// means presence checks are enough.
 	Check func(fields map[string]string) error
 	Open  func(ctx context.Context, fields map[string]string) (Source, error)
+}
+
+// Options are the operator's limits on every source of a registry, from
+// the server config (internal/server builds them); kinds that need them
+// are built with them (duckdb.KindWith, postgres.KindWith).
+type Options struct {
+	// AllowedPaths are the files and directories a file-reading source
+	// may read besides its own database file; empty: none.
+	AllowedPaths []string
+	// ServerPaths are the server's own files, never readable by a source
+	// nor inside an allowed path: any path that starts with one of them
+	// (after symlinks are resolved) is refused, so "data/tributary.duckdb"
+	// covers the store's write log and key files beside it.
+	ServerPaths []string
+	// Log gets what a source keeps out of the errors it returns, because
+	// errors reach the run history a project user reads (a connection
+	// failure's cause could tell an open port from a closed one).
+	Log *slog.Logger
+}
+
+// Logger is o.Log, or a logger that discards.
+func (o Options) Logger() *slog.Logger {
+	if o.Log == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return o.Log
 }
 
 // FieldError names the offending connection field.

@@ -125,6 +125,10 @@ var (
 	ErrBadRequest = errors.New("bad read request")
 	// ErrNotFound marks a missing table or column: a permanent error.
 	ErrNotFound = errors.New("not found")
+	// ErrRefused marks what a source will not do whoever asks: read a
+	// file outside the operator's allowed_paths or one of the server's
+	// own, run anything but one read-only SELECT. Permanent.
+	ErrRefused = errors.New("refused")
 )
 
 // PermanentError wraps errors that retrying cannot fix (authentication,
@@ -146,5 +150,5 @@ func Permanent(err error) error {
 // IsPermanent reports whether err (or what it wraps) is permanent.
 func IsPermanent(err error) bool {
 	var p *PermanentError
-	return errors.As(err, &p) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBadRequest)
+	return errors.As(err, &p) || errors.Is(err, ErrNotFound) || errors.Is(err, ErrBadRequest) || errors.Is(err, ErrRefused)
 }

@@ -6,10 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 
-	"github.com/tributary-dev/tributary/connectors/kinds"
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/preview"
 	"github.com/tributary-dev/tributary/internal/config"
@@ -31,16 +31,28 @@ type importEnv struct {
 
 // loadImportEnv reads the server config at path; a missing default config
 // is not an error (validate then skips the ID-mode checks, and no
-// connection resolves), a missing explicit one is.
-func loadImportEnv(path string, explicit bool) (importEnv, error) {
-	reg := kinds.Registry()
-	env := importEnv{loader: importspec.Loader{Registry: reg}, rules: importspec.Rules{Registry: reg}}
-	if _, err := os.Stat(path); err != nil && !explicit {
-		return env, nil
+// connection resolves), a missing explicit one is. Sources open under the
+// config's limits (allowed_paths, the server's own files refused), so a
+// command reads what the server would and no more; without a config,
+// under the defaults' (no allowed_paths, ./data and configs/imports
+// refused). What a source keeps out of its errors goes to log (nil: none).
+func loadImportEnv(path string, explicit bool, log *slog.Logger) (importEnv, error) {
+	cfg := &config.Config{DataDir: "./data", ImportsDir: "configs/imports"}
+	loaded := false
+	if _, err := os.Stat(path); err == nil || explicit {
+		c, err := config.LoadForImports(path)
+		if err != nil {
+			return importEnv{}, err
+		}
+		cfg, loaded = c, true
 	}
-	cfg, err := config.LoadForImports(path)
+	reg, err := server.SourceRegistry(cfg, log)
 	if err != nil {
-		return env, err
+		return importEnv{}, err
+	}
+	env := importEnv{loader: importspec.Loader{Registry: reg}, rules: importspec.Rules{Registry: reg}}
+	if !loaded {
+		return env, nil
 	}
 	conns, err := server.Connections(cfg)
 	if err != nil {
@@ -76,7 +88,7 @@ func validate(args []string, stdout, stderr io.Writer) error {
 	if len(paths) == 0 {
 		return errors.New("validate: give import files with -c FILE")
 	}
-	env, err := loadImportEnv(*cfgPath, explicitFlag(fs, "config"))
+	env, err := loadImportEnv(*cfgPath, explicitFlag(fs, "config"), nil)
 	if err != nil {
 		return err
 	}
@@ -114,7 +126,10 @@ func previewCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if *format != "table" && *format != "ndjson" {
 		return fmt.Errorf("preview: --format %q: use table or ndjson", *format)
 	}
-	env, err := loadImportEnv(*cfgPath, true)
+	// Through the server's limits: a preview reads what a sync would, no
+	// more, and writes nothing (every source reads in a read-only
+	// transaction).
+	env, err := loadImportEnv(*cfgPath, true, slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	if err != nil {
 		return err
 	}

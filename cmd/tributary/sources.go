@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"text/tabwriter"
 	"time"
 
@@ -28,7 +29,11 @@ func sourcesTest(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(paths) != 1 {
 		return errors.New("sources test: give one import file with -c FILE")
 	}
-	env, err := loadImportEnv(*cfgPath, explicitFlag(fs, "config"))
+	// The server's limits apply (allowed_paths, its own files refused, one
+	// read-only SELECT); why a connection failed, which a sync keeps out
+	// of the run history, is for the operator running this: stderr.
+	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	env, err := loadImportEnv(*cfgPath, explicitFlag(fs, "config"), log)
 	if err != nil {
 		return err
 	}

@@ -81,7 +81,7 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(paths) != 1 {
 		return errors.New("sync: give one import file with -c FILE")
 	}
-	env, err := loadImportEnv(*cfgPath, true)
+	env, err := loadImportEnv(*cfgPath, true, nil)
 	if err != nil {
 		return err
 	}
@@ -101,6 +101,11 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer release()
+	// Sources open under the server's limits, its data dir (as given
+	// here) included.
+	if reg, err = server.SourceRegistry(cfg, log); err != nil {
+		return err
+	}
 	projects := server.ProjectLookup(cfg)
 	if err := im.Check(server.ImportRules(cfg)); err != nil {
 		return err

@@ -48,7 +48,7 @@ func Kind() connectors.Kind {
 			{Name: "project", Required: true, Doc: "Project that runs the query jobs and read sessions (billed), and the default project of table names."},
 			{Name: "dataset", Doc: "Default dataset of unqualified table names (table: events)."},
 			{Name: "location", Doc: "Location of the datasets and jobs, e.g. US, EU, europe-west3 (default: BigQuery infers it)."},
-			{Name: "credentials_file", Doc: "Path to a service-account JSON key file."},
+			{Name: "credentials_file", Path: true, Doc: "Path to a service-account JSON key file."},
 			{Name: "credentials_json", Secret: true, Doc: "Service-account JSON key itself, as ${ENV}. Without either credentials field, Application Default Credentials apply."},
 			{Name: "staging_dataset", Doc: "Dataset where query results (queries, ordered and incremental reads) are written before they are read, deleted afterwards; needs table create/delete permission. Default: BigQuery's anonymous result table of each job."},
 			{Name: "max_streams", Doc: "Storage Read streams read in parallel for a plain table read (default 4, at most 32)."},

@@ -66,7 +66,11 @@ func (s *Source) Discover(ctx context.Context, t connectors.Table) (*connectors.
 	}
 	op := "discover " + t.String()
 	if t.Query != "" {
-		schema, err := s.querySchema(ctx, cleanQuery(t.Query))
+		sql := cleanQuery(t.Query)
+		if err := s.checkQuery(ctx, op, sql); err != nil {
+			return nil, err
+		}
+		schema, err := s.querySchema(ctx, sql)
 		if err != nil {
 			return nil, classify(ctx, op, err)
 		}
@@ -102,22 +106,14 @@ func (s *Source) Discover(ctx context.Context, t connectors.Table) (*connectors.
 // data; when the service's dry run reports no schema (the emulator), the
 // query runs with LIMIT 0 instead.
 func (s *Source) querySchema(ctx context.Context, sql string) (bq.Schema, error) {
-	q := s.rest.Query(sql)
-	q.DryRun = true
-	q.Location = s.location
-	job, err := q.Run(ctx)
+	qs, err := s.dryRun(ctx, sql)
 	if err != nil {
 		return nil, err
 	}
-	if st := job.LastStatus(); st != nil {
-		if err := st.Err(); err != nil {
-			return nil, err
-		}
-		if qs, ok := st.Statistics.Details.(*bq.QueryStatistics); ok && len(qs.Schema) > 0 {
-			return qs.Schema, nil
-		}
+	if qs != nil && len(qs.Schema) > 0 {
+		return qs.Schema, nil
 	}
-	q = s.rest.Query("SELECT * FROM (" + sql + "\n) LIMIT 0")
+	q := s.rest.Query("SELECT * FROM (" + sql + "\n) LIMIT 0")
 	q.Location = s.location
 	it, err := q.Read(ctx)
 	if err != nil {

@@ -22,6 +22,10 @@ type restStub struct {
 	mu     sync.Mutex
 	tables map[string]any // "dataset/table" → the table resource's "schema"
 	fail   func(r *http.Request) (code int, reason string)
+	// statementType, when set, answers dry-run query jobs with the
+	// statement type it gives the SQL; other jobs are not served.
+	statementType func(sql string) string
+	jobs          int // query jobs inserted, dry runs included
 }
 
 func newRESTStub(t testing.TB) *restStub {
@@ -59,6 +63,29 @@ func (s *restStub) serve(w http.ResponseWriter, r *http.Request) {
 	case r.Method == http.MethodGet && len(parts) == 4 && parts[2] == "datasets":
 		json.NewEncoder(w).Encode(map[string]any{"id": parts[1] + ":" + parts[3],
 			"datasetReference": map[string]any{"projectId": parts[1], "datasetId": parts[3]}})
+		return
+	case r.Method == http.MethodPost && len(parts) == 3 && parts[2] == "jobs" && s.statementType != nil:
+		var job struct {
+			JobReference  map[string]any `json:"jobReference"`
+			Configuration struct {
+				DryRun bool `json:"dryRun"`
+				Query  struct {
+					Query string `json:"query"`
+				} `json:"query"`
+			} `json:"configuration"`
+		}
+		json.NewDecoder(r.Body).Decode(&job)
+		s.mu.Lock()
+		s.jobs++
+		s.mu.Unlock()
+		if !job.Configuration.DryRun {
+			break // a job that would run: the stub runs nothing
+		}
+		json.NewEncoder(w).Encode(map[string]any{"jobReference": job.JobReference,
+			"configuration": map[string]any{"dryRun": true, "query": map[string]any{"query": job.Configuration.Query.Query}},
+			"status":        map[string]any{"state": "DONE"},
+			"statistics": map[string]any{"query": map[string]any{"statementType": s.statementType(job.Configuration.Query.Query),
+				"schema": map[string]any{"fields": []any{field("x", "INTEGER", "NULLABLE")}}}}})
 		return
 	case r.Method == http.MethodGet && len(parts) == 6 && parts[4] == "tables":
 		s.mu.Lock()

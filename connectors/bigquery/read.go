@@ -44,23 +44,26 @@ func (s *Source) plan(ctx context.Context, req connectors.ReadRequest) (*plan, e
 	p := &plan{streams: s.streams, cleanup: func() {}}
 	if req.Table.Query != "" {
 		sql := cleanQuery(req.Table.Query)
-		if len(req.Columns) > 0 || req.After != nil || len(req.OrderBy) > 0 || req.Limit > 0 {
-			// Typed watermark literals need the query's column types: a
-			// dry run (free) tells them.
-			var types map[string]string
-			if req.After != nil {
-				schema, err := s.querySchema(ctx, sql)
-				if err != nil {
-					return nil, classify(ctx, op, err)
-				}
-				if _, types, err = columns(schema); err != nil {
-					return nil, connectors.Permanent(fmt.Errorf("bigquery source: %s: %w", op, err))
-				}
+		if err := s.checkQuery(ctx, op, sql); err != nil {
+			return nil, err
+		}
+		// Typed watermark literals need the query's column types: a
+		// dry run (free) tells them.
+		var types map[string]string
+		if req.After != nil {
+			schema, err := s.querySchema(ctx, sql)
+			if err != nil {
+				return nil, classify(ctx, op, err)
 			}
-			var err error
-			if sql, err = selectSQL("(\n"+sql+"\n) AS q", req, types); err != nil {
-				return nil, err
+			if _, types, err = columns(schema); err != nil {
+				return nil, connectors.Permanent(fmt.Errorf("bigquery source: %s: %w", op, err))
 			}
+		}
+		// Always wrapped, even for a plain read: in a subquery only a
+		// SELECT parses (see checkQuery).
+		var err error
+		if sql, err = selectSQL("(\n"+sql+"\n) AS q", req, types); err != nil {
+			return nil, err
 		}
 		return s.planQuery(ctx, op, p, sql, req, nil)
 	}

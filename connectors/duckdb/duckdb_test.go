@@ -22,7 +22,7 @@ type fixture struct{ src *Source }
 
 func openFixture(t *testing.T) sourcetest.Fixture {
 	path := filepath.Join(t.TempDir(), "warehouse.duckdb")
-	src, err := Open(context.Background(), map[string]string{"path": path, "read_only": "false"})
+	src, err := Open(context.Background(), map[string]string{"path": path, "read_only": "false"}, connectors.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,6 +2,7 @@ package duckdb
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"os"
@@ -13,16 +14,18 @@ import (
 )
 
 // Parquet and CSV files are read by path or glob through an in-memory
-// DuckDB, with no database file at all.
+// DuckDB, with no database file at all, under the allowed paths.
 func TestReadFilesByGlob(t *testing.T) {
 	dir := t.TempDir()
-	w, err := Open(context.Background(), map[string]string{})
+	// The files are written by a DuckDB of the test's own: a source
+	// cannot write files.
+	gen, err := sql.Open("duckdb", "")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer w.Close()
+	defer gen.Close()
 	for i := 0; i < 2; i++ {
-		_, err := w.db.Exec(fmt.Sprintf(`COPY (SELECT %d * 10 + r AS id, 'e' || r AS event FROM range(10) t(r))
+		_, err := gen.Exec(fmt.Sprintf(`COPY (SELECT %d * 10 + r AS id, 'e' || r AS event FROM range(10) t(r))
 			TO '%s' (FORMAT parquet)`, i, filepath.Join(dir, fmt.Sprintf("part-%d.parquet", i))))
 		if err != nil {
 			t.Fatal(err)
@@ -31,6 +34,11 @@ func TestReadFilesByGlob(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "users.csv"), []byte("user_id,plan\nu1,pro\nu2,free\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	w, err := Open(context.Background(), map[string]string{}, connectors.Options{AllowedPaths: []string{dir}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
 	for _, tc := range []struct {
 		table string
 		rows  int
@@ -54,7 +62,7 @@ func TestReadFilesByGlob(t *testing.T) {
 // sync can never change the warehouse.
 func TestReadOnlyByDefault(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "w.duckdb")
-	rw, err := Open(context.Background(), map[string]string{"path": path, "read_only": "false"})
+	rw, err := Open(context.Background(), map[string]string{"path": path, "read_only": "false"}, connectors.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +70,7 @@ func TestReadOnlyByDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	rw.Close()
-	ro, err := Open(context.Background(), map[string]string{"path": path})
+	ro, err := Open(context.Background(), map[string]string{"path": path}, connectors.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,16 @@ import (
 	"github.com/tributary-dev/tributary/connectors/snowflake"
 )
 
-// Registry returns a registry of all source kinds.
-func Registry() *connectors.Registry {
-	return connectors.NewRegistry(bigquery.Kind(), duckdb.Kind(), postgres.Kind(), snowflake.Kind())
+// Registry returns a registry of all source kinds with no options: no
+// allowed_paths, nothing logged (tests, schema generation).
+func Registry() *connectors.Registry { return RegistryWith(connectors.Options{}) }
+
+// RegistryWith returns a registry of all source kinds under opts, the
+// operator's limits (internal/server.SourceOptions builds them).
+func RegistryWith(opts connectors.Options) *connectors.Registry {
+	ks := []connectors.Kind{bigquery.Kind(), duckdb.KindWith(opts), postgres.KindWith(opts), snowflake.Kind()}
+	for i := range ks {
+		ks[i] = connectors.GuardPaths(ks[i], opts)
+	}
+	return connectors.NewRegistry(ks...)
 }

@@ -28,6 +28,10 @@ func (s *Source) Discover(ctx context.Context, t connectors.Table) (*connectors.
 		return nil, classify(ctx, op, err)
 	}
 	defer release(ctx, conn, false)
+	if err := beginReadOnly(ctx, conn); err != nil {
+		return nil, classify(ctx, op, err)
+	}
+	defer rollback(conn)
 	sd, err := conn.Conn().PgConn().Prepare(ctx, "", "SELECT * FROM "+from(t), nil)
 	if err != nil {
 		return nil, classify(ctx, op, err)

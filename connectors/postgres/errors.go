@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -32,6 +33,8 @@ func classify(ctx context.Context, op string, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		switch {
+		case refused(pgErr):
+			return connectors.Permanent(fmt.Errorf("postgres source: %s: %w: %w", op, connectors.ErrRefused, err))
 		case notFound[pgErr.Code]:
 			return connectors.Permanent(fmt.Errorf("postgres source: %s: %w: %v", op, connectors.ErrNotFound, err))
 		case permanentCode(pgErr.Code):
@@ -43,6 +46,42 @@ func classify(ctx context.Context, op string, err error) error {
 		return connectors.Permanent(fmt.Errorf("postgres source: %s: %w", op, err))
 	}
 	return fmt.Errorf("postgres source: %s: %w", op, err)
+}
+
+// refused reports what the database itself refused because a source
+// runs one read-only SELECT: a write in the read-only transaction or an
+// attempt to make it read-write, a privilege the role lacks, more than
+// one statement or anything that does not parse inside the subquery a
+// query is wrapped in (a DELETE, COPY, a data-modifying WITH).
+func refused(e *pgconn.PgError) bool {
+	switch e.Code {
+	case "25006", // read_only_sql_transaction
+		"25001", // active_sql_transaction: read-write mode set mid-transaction
+		"42501", // insufficient_privilege
+		"42601": // syntax_error, "cannot insert multiple commands" included
+		return true
+	case "0A000": // feature_not_supported
+		return strings.Contains(e.Message, "data-modifying")
+	}
+	return false
+}
+
+// connectFailed logs why a connection failed and returns an error that
+// does not say: only whether retrying may help and whether the database
+// is missing (see OpenWith).
+func connectFailed(ctx context.Context, log *slog.Logger, err error) error {
+	full := classify(ctx, "connect", err)
+	log.Warn("postgres source: cannot connect", "err", full)
+	const msg = "postgres source: cannot connect (the server log has the cause)"
+	switch {
+	case ctx.Err() != nil:
+		return fmt.Errorf("%s: %w", msg, ctx.Err())
+	case errors.Is(full, connectors.ErrNotFound):
+		return connectors.Permanent(fmt.Errorf("%s: %w", msg, connectors.ErrNotFound))
+	case connectors.IsPermanent(full):
+		return connectors.Permanent(errors.New(msg))
+	}
+	return errors.New(msg)
 }
 
 var notFound = map[string]bool{

@@ -34,8 +34,12 @@ import (
 	"github.com/tributary-dev/tributary/connectors"
 )
 
-// Kind is the `kind: postgres` source.
-func Kind() connectors.Kind {
+// Kind is the `kind: postgres` source, logging nowhere.
+func Kind() connectors.Kind { return KindWith(connectors.Options{}) }
+
+// KindWith is the `kind: postgres` source; connection failures' causes go
+// to opts.Log only (see OpenWith).
+func KindWith(opts connectors.Options) connectors.Kind {
 	return connectors.Kind{
 		Name: "postgres",
 		Doc:  "PostgreSQL, read through the binary protocol (tested with 15). Give either dsn or host and the other fields.",
@@ -47,11 +51,11 @@ func Kind() connectors.Kind {
 			{Name: "password", Secret: true, Doc: "Password of user, as ${ENV}."},
 			{Name: "database", Doc: "Database name (default: the user name)."},
 			{Name: "sslmode", Doc: "verify-full (default), verify-ca, require, or disable (local use only)."},
-			{Name: "sslrootcert", Doc: "CA certificate file for verify-full and verify-ca (default: the system roots)."},
+			{Name: "sslrootcert", Path: true, Doc: "CA certificate file for verify-full and verify-ca (default: the system roots)."},
 		},
 		Check: check,
 		Open: func(ctx context.Context, f map[string]string) (connectors.Source, error) {
-			return Open(ctx, f)
+			return OpenWith(ctx, f, opts)
 		},
 	}
 }
@@ -142,9 +146,22 @@ type Source struct {
 	pool *pgxpool.Pool
 }
 
-// Open connects with fields (see Kind) and checks the connection, so bad
-// credentials fail here, permanently.
+// Open is OpenWith without a log.
 func Open(ctx context.Context, fields map[string]string) (*Source, error) {
+	return OpenWith(ctx, fields, connectors.Options{})
+}
+
+// OpenWith connects with fields (see Kind) and checks the connection, so
+// bad credentials fail here, permanently. The error of a failed
+// connection says only that it failed, and the cause goes to opts.Log:
+// errors reach the run history a project user reads, and "connection
+// refused" against "unexpected EOF" would tell a closed port from an open
+// one on whatever host the source names.
+//
+// Every statement runs in a read-only transaction (see tx.go); a
+// superuser's read-only transaction still reads the server's files
+// (pg_read_file), so connecting as one is logged as a warning.
+func OpenWith(ctx context.Context, fields map[string]string, opts connectors.Options) (*Source, error) {
 	if err := check(fields); err != nil {
 		return nil, connectors.Permanent(err)
 	}
@@ -176,13 +193,19 @@ func Open(ctx context.Context, fields map[string]string) (*Source, error) {
 	cc.BuildFrontend = func(r io.Reader, w io.Writer) *pgproto3.Frontend {
 		return pgproto3.NewFrontend(bufio.NewReaderSize(r, readBufferSize), w)
 	}
+	log := opts.Logger()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
-		return nil, classify(ctx, "connect", err)
+		return nil, connectFailed(ctx, log, err)
 	}
 	if err := pool.Ping(ctx); err != nil {
 		pool.Close()
-		return nil, classify(ctx, "connect", err)
+		return nil, connectFailed(ctx, log, err)
+	}
+	var super bool
+	if err := pool.QueryRow(ctx, "SELECT usesuper FROM pg_catalog.pg_user WHERE usename = current_user").Scan(&super); err == nil && super {
+		log.Warn("postgres source connects as a superuser: its queries can read the database server's files; give it a role with SELECT grants only",
+			"host", cc.Host, "database", cc.Database, "user", cc.User)
 	}
 	return &Source{pool: pool}, nil
 }

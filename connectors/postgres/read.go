@@ -25,9 +25,11 @@ const (
 
 var dialect = connectors.Dialect{Placeholder: connectors.DollarPlaceholder}
 
+// from renders the FROM clause of t. The query's own line keeps a
+// trailing -- comment from swallowing the closing parenthesis.
 func from(t connectors.Table) string {
 	if t.Query != "" {
-		return "(" + t.Query + ") AS q"
+		return "(" + t.Query + "\n) AS q"
 	}
 	return connectors.QuoteTable(t.Name)
 }
@@ -53,6 +55,12 @@ func (s *Source) Read(ctx context.Context, req connectors.ReadRequest, fn func(a
 	}
 	stopped := false
 	defer func() { release(ctx, conn, stopped) }()
+	if err := beginReadOnly(ctx, conn); err != nil {
+		return classify(ctx, op, err)
+	}
+	// Rolled back even after a stop, so the backend is idle, not idle in
+	// an aborted transaction, by the time release closes the connection.
+	defer rollback(conn)
 	pc := conn.Conn().PgConn()
 	sd, err := pc.Prepare(ctx, "", query, nil)
 	if err != nil {
@@ -242,9 +250,19 @@ func (s *Source) Count(ctx context.Context, req connectors.ReadRequest) (int64, 
 	}
 	req.OrderBy = nil
 	query, args := connectors.SelectSQL(dialect, from(req.Table), req)
+	op := "count " + req.Table.String()
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return 0, classify(ctx, op, err)
+	}
+	defer release(ctx, conn, false)
+	if err := beginReadOnly(ctx, conn); err != nil {
+		return 0, classify(ctx, op, err)
+	}
+	defer rollback(conn)
 	var n int64
-	if err := s.pool.QueryRow(ctx, "SELECT count(*) FROM ("+query+") AS c", args...).Scan(&n); err != nil {
-		return 0, classify(ctx, "count "+req.Table.String(), err)
+	if err := conn.QueryRow(ctx, "SELECT count(*) FROM ("+query+") AS c", args...).Scan(&n); err != nil {
+		return 0, classify(ctx, op, err)
 	}
 	return n, nil
 }

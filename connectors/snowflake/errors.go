@@ -30,6 +30,12 @@ func classify(ctx context.Context, op string, err error) error {
 	if !errors.As(err, &se) {
 		return fmt.Errorf("snowflake source: %s: %w", op, err)
 	}
+	switch se.Number {
+	case 8: // statement count mismatch: several statements
+		return connectors.Permanent(fmt.Errorf("snowflake source: %s: %w: one SELECT only: %v", op, connectors.ErrRefused, err))
+	case 1003: // syntax error: what is not a SELECT does not parse in the subquery
+		return connectors.Permanent(fmt.Errorf("snowflake source: %s: %w: one SELECT only: %v", op, connectors.ErrRefused, err))
+	}
 	if hint, ok := notFound(se); ok {
 		return connectors.Permanent(fmt.Errorf("snowflake source: %s: %w: %v (%s)", op, connectors.ErrNotFound, err, hint))
 	}

@@ -19,7 +19,8 @@ var dialect = connectors.Dialect{Placeholder: func(int) string { return "?" }}
 // from renders the FROM clause of t.
 func from(t connectors.Table) (string, error) {
 	if t.Query != "" {
-		return "(" + t.Query + ") AS q", nil
+		// Its own line: a trailing -- comment cannot swallow the ")".
+		return "(" + t.Query + "\n) AS q", nil
 	}
 	return tableRef(t.Name)
 }
@@ -173,6 +174,10 @@ func (s *Source) query(ctx context.Context, query string, args []any, describeOn
 		named[i] = driver.NamedValue{Ordinal: i + 1, Value: a}
 	}
 	qctx := sf.WithArrowBatches(sf.WithHigherPrecision(sf.WithArrowBatchesTimestampOption(ctx, sf.UseOriginalTimestamp)))
+	// One statement per request, whatever the account or user allows: a
+	// query that closes the subquery it is wrapped in and adds statements
+	// of its own fails before any of them runs.
+	qctx, _ = sf.WithMultiStatement(qctx, 1)
 	if describeOnly {
 		qctx = sf.WithDescribeOnly(qctx)
 	}

@@ -43,7 +43,7 @@ func Kind() connectors.Kind {
 			{Name: "user", Required: true, Doc: "Login name."},
 			{Name: "password", Secret: true, Doc: "Password of user, as ${ENV}. Excludes private_key and private_key_path."},
 			{Name: "private_key", Secret: true, Doc: "Unencrypted PKCS#8 RSA private key (PEM text) for key-pair authentication, as ${ENV}."},
-			{Name: "private_key_path", Doc: "File holding the unencrypted PKCS#8 RSA private key (PEM), instead of private_key."},
+			{Name: "private_key_path", Path: true, Doc: "File holding the unencrypted PKCS#8 RSA private key (PEM), instead of private_key."},
 			{Name: "warehouse", Doc: "Warehouse that runs the queries (default: the user's default warehouse)."},
 			{Name: "database", Doc: "Database of unqualified table names (default: the user's default)."},
 			{Name: "schema", Doc: "Schema of unqualified table names (default: the user's default, usually PUBLIC)."},

@@ -159,7 +159,12 @@ type Config struct {
 	SyncLease Duration `yaml:"sync_lease"`
 	// MetricsToken, when set, lets a scraper read /metrics with it as a
 	// Bearer token instead of a project credential.
-	MetricsToken string    `yaml:"metrics_token"`
+	MetricsToken string `yaml:"metrics_token"`
+	// AllowedPaths are the directories and files import sources may read
+	// Parquet/CSV/JSON files from (DuckDB sources; a database file's own
+	// `path` needs none). Empty: none. Never overlapping data_dir
+	// (internal/server.SourceOptions checks).
+	AllowedPaths []string  `yaml:"allowed_paths"`
 	Projects     []Project `yaml:"projects"`
 	// Connections are the warehouse connections imports may read
 	// (connections.go); imports created through the app API can only

@@ -19,7 +19,10 @@ import (
 // imports_dir; a bad connection or file stops the start with the file,
 // the key and what is wrong.
 func loadImports(cfg *config.Config) ([]*importspec.Import, error) {
-	reg := kinds.Registry()
+	reg, err := SourceRegistry(cfg, nil)
+	if err != nil {
+		return nil, err
+	}
 	conns, err := Connections(cfg)
 	if err != nil {
 		return nil, err
@@ -68,7 +71,10 @@ func ProjectLookup(cfg *config.Config) func(int64) (importspec.Project, bool) {
 // imports in the store) and the scheduler over it, not yet started.
 // Its lease figures go to met.
 func NewScheduler(ctx context.Context, cfg *config.Config, files []*importspec.Import, st store.Store, log *slog.Logger, met *metrics.Registry) (*scheduler.Scheduler, error) {
-	reg := kinds.Registry()
+	reg, err := SourceRegistry(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	conns, err := Connections(cfg)
 	if err != nil {
 		return nil, err

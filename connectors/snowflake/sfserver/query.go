@@ -33,6 +33,7 @@ type execRequest struct {
 	SQLText      string               `json:"sqlText"`
 	DescribeOnly bool                 `json:"describeOnly"`
 	Bindings     map[string]bindParam `json:"bindings"`
+	Parameters   map[string]any       `json:"parameters"`
 }
 
 // query is one statement, from request to its result table.
@@ -74,12 +75,63 @@ func (s *Server) queryRequest(w http.ResponseWriter, r *http.Request, se *sessio
 		writeJSON(w, errorResponse(q, &sfError{"002049", "22000", "SQL compilation error: " + err.Error()}))
 		return
 	}
+	if err := s.checkStatementCount(r.Context(), q.sql, req.Parameters); err != nil {
+		writeJSON(w, errorResponse(q, err))
+		return
+	}
 	q.args = args
 	if q.remaining > 0 {
 		writeJSON(w, running(q))
 		return
 	}
 	writeJSON(w, s.finish(r.Context(), q))
+}
+
+// checkStatementCount does what Snowflake does with MULTI_STATEMENT_COUNT
+// (the request's parameter, else the account's: 1, or 0 with
+// Config.AnyStatementCount; 0 allows any number): a request with another
+// number of statements fails before any of them runs.
+func (s *Server) checkStatementCount(ctx context.Context, sql string, params map[string]any) *sfError {
+	want := 1
+	if s.cfg.AnyStatementCount {
+		want = 0
+	}
+	if v, ok := params["MULTI_STATEMENT_COUNT"]; ok {
+		switch n := v.(type) {
+		case float64:
+			want = int(n)
+		case string:
+			want, _ = strconv.Atoi(n)
+		}
+	}
+	if want == 0 {
+		return nil
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return &sfError{"000603", "XX000", err.Error()}
+	}
+	defer conn.Close()
+	several := false
+	_ = conn.Raw(func(dc any) error {
+		// DuckDB's parser refuses to prepare several statements at once
+		// and runs none of them; any other error is the statement's own,
+		// reported when it runs.
+		st, err := dc.(driver.Conn).Prepare(sql)
+		if err == nil {
+			st.Close()
+		}
+		several = err != nil && strings.Contains(err.Error(), "multi-statement")
+		return nil
+	})
+	if several == (want == 1) {
+		got := "1"
+		if several {
+			got = "more than 1"
+		}
+		return &sfError{"000008", "0A000", fmt.Sprintf("Actual statement count %s did not match the desired statement count %d.", got, want)}
+	}
+	return nil
 }
 
 func running(q *query) map[string]any {

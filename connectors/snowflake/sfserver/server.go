@@ -53,6 +53,10 @@ type Config struct {
 	// TZOffsetMinutes is the offset TIMESTAMP_TZ values carry on the
 	// wire; the instant is kept, so a reader must use the epoch.
 	TZOffsetMinutes int
+	// AnyStatementCount is an account whose MULTI_STATEMENT_COUNT is 0:
+	// a request that does not set the parameter may hold any number of
+	// statements (default: 1, Snowflake's default).
+	AnyStatementCount bool
 }
 
 // User holds a user's password and/or public key.
