@@ -132,14 +132,23 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 			_ = committer.Close()
 			return fmt.Errorf("listen %s (migrate_listen): %w", cfg.MigrateListen, err)
 		}
-		ms := &http.Server{Handler: mig.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: hs.ErrorLog}
+		// With TLS on, the migration service speaks HTTPS too: its requests
+		// carry the source's API secret. A clone, because serving HTTP/2
+		// writes to the server's TLS config.
+		ms := &http.Server{Handler: mig.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: hs.ErrorLog, TLSConfig: hs.TLSConfig.Clone()}
 		defer ms.Close()
 		go func() {
-			if err := ms.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if ms.TLSConfig != nil {
+				err = ms.ServeTLS(mln, "", "")
+			} else {
+				err = ms.Serve(mln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("migrate listener: %w", err)
 			}
 		}()
-		log.Info("migration service listening", "addr", mln.Addr().String())
+		log.Info("migration service listening", "addr", mln.Addr().String(), "scheme", scheme)
 	}
 	go func() {
 		if hs.TLSConfig != nil {
