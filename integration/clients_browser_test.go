@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -71,9 +72,12 @@ func TestClientsBrowserSDK(t *testing.T) {
 	if err := json.Unmarshal([]byte(res["#anon"]), &anons); err != nil {
 		t.Fatalf("anonymous ids: %v", err)
 	}
-	exports := map[int64][]exported{
-		mainID:  s.export(t, asOwner, mainID, nil),
-		otherID: s.export(t, basicAuth(otherSecret, ""), 0, nil),
+	var exports map[int64][]exported
+	readExports := func() {
+		exports = map[int64][]exported{
+			mainID:  s.export(t, asOwner, mainID, nil),
+			otherID: s.export(t, basicAuth(otherSecret, ""), 0, nil),
+		}
 	}
 	secrets := map[int64]string{mainID: mainSecret, otherID: otherSecret}
 	scenarioEvents := func(project int64, scenario, name string) []exported {
@@ -84,6 +88,18 @@ func TestClientsBrowserSDK(t *testing.T) {
 			}
 		}
 		return out
+	}
+	// No page waits for the answer to a beacon, so the last ones may still
+	// be on their way when the script ends: read the export again until
+	// they are stored, or the deadline has passed (the subtests then say
+	// what is missing).
+	beaconed := [][2]string{{"beacon", "beacon event"}, {"beacon", "link clicked"}, {"beacon", "$identify"}, {"unload", "unload event"}}
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		readExports()
+		missing := slices.ContainsFunc(beaconed, func(b [2]string) bool { return len(scenarioEvents(mainID, b[0], b[1])) == 0 })
+		if !missing || time.Now().After(deadline) {
+			break
+		}
 	}
 	profile := func(t *testing.T, project int64, q url.Values, id string) map[string]any {
 		t.Helper()

@@ -13,12 +13,13 @@ import (
 
 // TestTLSServe: with tls_cert_file/tls_key_file the listener speaks HTTPS
 // (HTTP/2 negotiated, TLS 1.2+ only), a rewritten certificate is served
-// without a restart, and redirect_http_listen answers plain HTTP with a
-// 308 to the same URL over https.
+// without a restart, redirect_http_listen answers plain HTTP with a 308 to
+// the same URL over https, and migrate_listen speaks HTTPS too.
 func TestTLSServe(t *testing.T) {
 	t.Parallel()
 	cfg := defaultConfig()
 	cfg.Redirect = "127.0.0.1:0"
+	cfg.MigrateOn = "127.0.0.1:0"
 	s, ca := startTLSServer(t, cfg)
 	if !strings.HasPrefix(s.URL, "https://") {
 		t.Fatalf("server URL %s", s.URL)
@@ -67,6 +68,27 @@ func TestTLSServe(t *testing.T) {
 	_, tlsPort, _ := net.SplitHostPort(addr)
 	if want := "https://localhost:" + tlsPort + "/track/?ip=1"; resp.StatusCode != http.StatusPermanentRedirect || resp.Header.Get("Location") != want {
 		t.Errorf("redirect: %s Location %q, want 308 %q", resp.Status, resp.Header.Get("Location"), want)
+	}
+
+	// The migration service's own listener: HTTPS with the same
+	// certificate (its requests carry the source's API secret), never plain.
+	m = regexp.MustCompile(`msg="migration service listening" addr=(\S+) scheme=https`).FindStringSubmatch(s.logs.String())
+	if m == nil {
+		t.Fatal("no HTTPS migration listener in the log")
+	}
+	resp, err = s.Client().Get("https://" + m[1] + "/amplitude/no-such-job")
+	if err != nil {
+		t.Fatalf("migration listener over TLS: %v", err)
+	}
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("migration status without credentials over TLS: %s, want 401", resp.Status)
+	}
+	if resp, err := httpClient.Get("http://" + m[1] + "/amplitude/no-such-job"); err == nil {
+		_ = resp.Body.Close()
+		if resp.StatusCode != http.StatusBadRequest {
+			t.Errorf("plain HTTP on the migration listener: %s", resp.Status)
+		}
 	}
 
 	// A renewed certificate is served within the check interval (5 s),

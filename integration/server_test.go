@@ -113,6 +113,7 @@ type serverConfig struct {
 	TLSCert     string          `yaml:"tls_cert_file,omitempty"`
 	TLSKey      string          `yaml:"tls_key_file,omitempty"`
 	Redirect    string          `yaml:"redirect_http_listen,omitempty"`
+	MigrateOn   string          `yaml:"migrate_listen,omitempty"`
 	Projects    []projectConfig `yaml:"projects"`
 	// MinScheduleInterval is the schedule floor, e.g. 5s (default 1m).
 	MinScheduleInterval string `yaml:"min_schedule_interval,omitempty"`

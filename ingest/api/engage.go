@@ -164,7 +164,8 @@ func profileFailure(i int, err error) record.Failure {
 // out when it authenticates with the API secret or a service account.
 // The credentials are checked once, when the first such update needs
 // them; an update with $token never looks at them (the Node SDK sends its
-// secret to every endpoint).
+// secret to every endpoint). A browser's cross-site request never names a
+// project by its credentials (crossSiteBrowser).
 type credentialProject struct {
 	s           *Server
 	r           *http.Request
@@ -180,6 +181,12 @@ func (c *credentialProject) project() (*config.Project, string) {
 	}
 	c.done = true
 	const need = "missing; send the project token in $token, or authenticate the request with the project's API secret or a service account"
+	if crossSiteBrowser(c.r) {
+		// Its Authorization header may be one the browser re-sends on its
+		// own, for a page the credential's owner never meant to trust.
+		c.why = "missing; browsers must send the project token in $token (a browser request from another site is never authenticated by its credentials)"
+		return nil, c.why
+	}
 	if c.r.Header.Get("Authorization") == "" {
 		c.why = need
 		return nil, c.why

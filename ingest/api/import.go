@@ -62,6 +62,14 @@ func (s *Server) handleImport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusMethodNotAllowed, "use POST, or GET with the data= parameter")
 		return
 	}
+	if crossSiteBrowser(r) {
+		// Its credentials can only be ones the browser re-sends on its own
+		// (a page's script cannot set Authorization cross-origin without a
+		// preflight, which /import never grants): an <img src="/import?data=…">
+		// or a form on another site must not write with them.
+		writeError(w, http.StatusForbidden, "/import does not take requests a browser sends from another site: it needs a secret or a service account, which belong on a server; browsers send events to /track with the project token")
+		return
+	}
 	p, ok := s.authorize(w, r, importAuth, true)
 	if !ok {
 		return

@@ -36,7 +36,12 @@ Object.defineProperty(Job.prototype, "url", {
 
 const sa = { acct: env("TRIBUTARY_SA_USER"), pass: env("TRIBUTARY_SA_SECRET"), project: env("TRIBUTARY_PROJECT_ID") };
 const secret = { secret: env("TRIBUTARY_SECRET") };
-const common = { transport: "got", region: "US", verbose: false, logs: false, showProgress: false, maxRetries: 0 };
+// maxRetries: a transient 429 or 5xx under CI load is retried, as the
+// package does by default, but 3 times (got backs off 1, 2, 4 s) rather
+// than the default 10, so a server that keeps refusing fails within the
+// test's timeout. (0 would not turn retries off: the package reads
+// `maxRetries || 10`.)
+const common = { transport: "got", region: "US", verbose: false, logs: false, showProgress: false, maxRetries: 3 };
 const results = {};
 
 async function run(name, creds, data, opts, want) {

@@ -15,7 +15,9 @@ const env = (k) => {
 };
 const url = new URL(env("TRIBUTARY_URL"));
 if (url.protocol !== "https:") throw new Error("TRIBUTARY_URL must be https://");
-const common = { host: url.hostname, port: url.port, protocol: "https", keepAlive: false };
+// The SDK's defaults otherwise, keepAlive included: Node's keep-alive agent
+// unrefs idle sockets, so the script still exits when it is done.
+const common = { host: url.hostname, port: url.port, protocol: "https" };
 
 const clients = {
   secret: Mixpanel.init(env("TRIBUTARY_TOKEN"), { ...common, secret: env("TRIBUTARY_SECRET") }),

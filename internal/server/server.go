@@ -139,16 +139,25 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 			_ = committer.Close()
 			return fmt.Errorf("listen %s (migrate_listen): %w", cfg.MigrateListen, err)
 		}
+		// With TLS on, the migration service speaks HTTPS too: its requests
+		// carry the source's API secret. A clone, because serving HTTP/2
+		// writes to the server's TLS config.
 		ms := &http.Server{Handler: paceBodies(mig.Handler(), limits.BodyMinRate, bodyGrace), ReadHeaderTimeout: 10 * time.Second,
-			IdleTimeout: hs.IdleTimeout, ErrorLog: hs.ErrorLog, ConnState: edge.connState}
+			IdleTimeout: hs.IdleTimeout, ErrorLog: hs.ErrorLog, ConnState: edge.connState, TLSConfig: hs.TLSConfig.Clone()}
 		mln = edge.listener(mln)
 		defer ms.Close()
 		go func() {
-			if err := ms.Serve(mln); !errors.Is(err, http.ErrServerClosed) {
+			var err error
+			if ms.TLSConfig != nil {
+				err = ms.ServeTLS(mln, "", "")
+			} else {
+				err = ms.Serve(mln)
+			}
+			if !errors.Is(err, http.ErrServerClosed) {
 				errc <- fmt.Errorf("migrate listener: %w", err)
 			}
 		}()
-		log.Info("migration service listening", "addr", mln.Addr().String())
+		log.Info("migration service listening", "addr", mln.Addr().String(), "scheme", scheme)
 	}
 	hs.Handler = paceBodies(limitTokenEndpoints(hs.Handler, limits.IPRequestsPerSecond, time.Now, reg), limits.BodyMinRate, bodyGrace)
 	go func() {
