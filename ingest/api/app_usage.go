@@ -38,24 +38,23 @@ func newUsageMonth(m string) *usageMonth {
 // handleUsage answers GET {app}/api/app/projects/{project_id}/usage
 // [?month=YYYY-MM]: {"status":"ok","results":{"months":[…]}}, newest month
 // first. Any role may read it; auth and errors are the app API's
-// (appHandler), except that it needs no scheduler.
+// (AppAuthorize); it needs only the store.
 func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
-	a, ok := s.appPrincipal(w, r, false)
+	_, project, ok := s.AppAuthorize(w, r, false)
 	if !ok {
 		return
 	}
-	project := a.project
 	month := r.URL.Query().Get("month")
 	if month != "" {
 		if _, err := time.Parse("2006-01", month); err != nil {
-			appError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", month))
+			AppError(w, http.StatusBadRequest, fmt.Sprintf("month %q: want YYYY-MM", month))
 			return
 		}
 	}
 	rows, err := s.store.Usage(r.Context(), project)
 	if err != nil {
 		s.log.Error("reading usage", "project", project, "err", err)
-		appError(w, http.StatusServiceUnavailable, "usage could not be read; retry")
+		AppError(w, http.StatusServiceUnavailable, "usage could not be read; retry")
 		return
 	}
 	months := []*usageMonth{}
@@ -73,7 +72,7 @@ func (s *Server) handleUsage(w http.ResponseWriter, r *http.Request) {
 	if month != "" && len(months) == 0 {
 		months = append(months, newUsageMonth(month)) // asked for: a month of zeros
 	}
-	appOK(w, map[string]any{"months": months})
+	AppOK(w, map[string]any{"months": months})
 }
 
 // registerUsageMetrics exposes the current month's counters of every

@@ -24,7 +24,6 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/metrics"
-	"github.com/tributary-dev/tributary/scheduler"
 )
 
 // Deps are what the API needs from the rest of the server.
@@ -36,8 +35,6 @@ type Deps struct {
 	Metrics   *metrics.Registry
 	Logger    *slog.Logger
 	Now       func() time.Time // nil: time.Now
-	// Scheduler runs warehouse imports; nil disables the app API's import routes.
-	Scheduler *scheduler.Scheduler
 	// Limiter charges the per-project rate limits; nil: one of this
 	// process alone (ratelimit.New), which an embedded store needs.
 	Limiter *ratelimit.Limiter
@@ -57,7 +54,6 @@ type Server struct {
 	// enrich caches lookup tables for reads; the lookup upload handler
 	// invalidates a table after replacing it.
 	enrich *enrich.Enricher
-	sched  *scheduler.Scheduler
 	// corsPolicy: which origins the token endpoints answer (cors.go).
 	corsPolicy corsPolicy
 	// lookupGate bounds the memory of lookup uploads in flight (lookup.go).
@@ -102,7 +98,7 @@ func New(d Deps) *Server {
 	s := &Server{
 		cfg: d.Config, store: d.Store, committer: d.Committer, auth: d.Auth,
 		limiter: d.Limiter, log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
-		sched: d.Scheduler, lookupGate: newLookupGate(d.Config),
+		lookupGate: newLookupGate(d.Config),
 	}
 	s.enrich = enrich.New(d.Store, d.Logger)
 	s.corsPolicy = newCORSPolicy(d.Config.Projects)
@@ -123,8 +119,10 @@ func New(d Deps) *Server {
 	return s
 }
 
-// Handler returns the routed, instrumented handler.
-func (s *Server) Handler() http.Handler {
+// Handler returns the routed, instrumented handler. Each mount adds the
+// routes of a layer above (the app API's imports, scheduler/appapi) to the
+// same mux, so they share the request metric and the catch-all 404.
+func (s *Server) Handler(mounts ...func(RouteFunc)) http.Handler {
 	mux := http.NewServeMux()
 	route := func(pattern, name string, h http.HandlerFunc) {
 		mux.Handle(pattern, s.instrument(name, h))
@@ -142,7 +140,9 @@ func (s *Server) Handler() http.Handler {
 	ingest("/groups", "groups", s.cors(s.handleProfiles(profile.Group)))
 	route("/api/2.0/export", "export", s.handleExport)
 	s.queryRoutes(route)
-	s.appRoutes(route)
+	for _, mount := range mounts {
+		mount(route)
+	}
 	route("GET "+usagePath, "app_usage", s.handleUsage)
 	route("/lookup-tables", "lookup_tables", s.handleLookupList)
 	route("/lookup-tables/{id}", "lookup_table", s.handleLookupPut)

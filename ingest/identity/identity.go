@@ -24,6 +24,8 @@ package identity
 import (
 	"fmt"
 	"strings"
+
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 const (
@@ -34,23 +36,16 @@ const (
 	DevicePrefix = "$device:"
 )
 
-// Mode is a project's ID management system.
-type Mode uint8
+// Mode is a project's ID management system. It is the configuration's own
+// enum (config.IDManagement), so a project has one representation of it
+// from the YAML to the graph; the graph only accepts Original and
+// Simplified (config.Project.IDMode resolves the unset default).
+type Mode = config.IDManagement
 
 const (
-	Original Mode = iota + 1
-	Simplified
+	Original   = config.IDOriginal
+	Simplified = config.IDSimplified
 )
-
-func (m Mode) String() string {
-	switch m {
-	case Original:
-		return "original"
-	case Simplified:
-		return "simplified"
-	}
-	return fmt.Sprintf("Mode(%d)", uint8(m))
-}
 
 // ParseMode reads the configuration spelling of a mode.
 func ParseMode(s string) (Mode, error) {
@@ -60,7 +55,7 @@ func ParseMode(s string) (Mode, error) {
 	case "simplified":
 		return Simplified, nil
 	}
-	return 0, fmt.Errorf("identity: unknown ID management mode %q: want original or simplified", s)
+	return "", fmt.Errorf("identity: unknown ID management mode %q: want original or simplified", s)
 }
 
 // Graph is the identity state of one project.

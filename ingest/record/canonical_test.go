@@ -116,14 +116,14 @@ var canonIDCases = []struct {
 	{canon("e", "1748736000000", "u1", iid36, `"$user_id":"u1","$device_id":"d1"`), allModes},
 	{canon("e", "1748736000000", "$device:d1", iid36, `"$device_id":"d1"`), allModes},
 	{canon("e", "1748736000000", "null", iid36, `"$user_id":"u9"`), []identity.Mode{identity.Simplified}},
-	{canon("e", "1748736000000", "u1", iid36, `"$user_id":"null"`), []identity.Mode{0, identity.Original}},
-	{canon("e", "1748736000000", "u1", iid36, `"$device_id":7`), []identity.Mode{0, identity.Original}},
+	{canon("e", "1748736000000", "u1", iid36, `"$user_id":"null"`), []identity.Mode{"", identity.Original}},
+	{canon("e", "1748736000000", "u1", iid36, `"$device_id":7`), []identity.Mode{"", identity.Original}},
 	{canon("e", "1748736000000", "u1", iid36, `"$user_id":"","$device_id":"d2"`), allModes},
-	{canon("$identify", "1748736000000", "u1", iid36, `"$identified_id":"u1","$anon_id":"a1"`), []identity.Mode{0, identity.Simplified}},
-	{canon("$create_alias", "1748736000000", "u1", iid36, `"alias":"a1"`), []identity.Mode{0, identity.Simplified}},
+	{canon("$identify", "1748736000000", "u1", iid36, `"$identified_id":"u1","$anon_id":"a1"`), []identity.Mode{"", identity.Simplified}},
+	{canon("$create_alias", "1748736000000", "u1", iid36, `"alias":"a1"`), []identity.Mode{"", identity.Simplified}},
 }
 
-var allModes = []identity.Mode{0, identity.Original, identity.Simplified}
+var allModes = []identity.Mode{"", identity.Original, identity.Simplified}
 
 // decodeBoth decodes recs with and without the canonical path.
 func decodeBoth(t testing.TB, opt Options, recs [][]byte) {

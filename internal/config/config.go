@@ -12,8 +12,6 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
-
-	"github.com/tributary-dev/tributary/ingest/identity"
 )
 
 // Region is where a server (and a project's data) lives.
@@ -49,7 +47,8 @@ const (
 // CanWrite reports whether the role may import data or change configuration.
 func (r Role) CanWrite() bool { return r == RoleOwner || r == RoleAdmin }
 
-// IDManagement is the project's identity merge system.
+// IDManagement is the project's identity merge system; ingest/identity
+// takes it as its Mode.
 type IDManagement string
 
 const (
@@ -97,12 +96,16 @@ type LookupTable struct {
 	MapsTo string `yaml:"maps_to"`
 }
 
-// IDMode is the project's ID management as the identity package names it.
-func (p *Project) IDMode() identity.Mode {
+// String is the configuration spelling.
+func (m IDManagement) String() string { return string(m) }
+
+// IDMode is the project's ID management with the default (Simplified)
+// resolved: what the identity graph and the stores take.
+func (p *Project) IDMode() IDManagement {
 	if p.IDManagement == IDOriginal {
-		return identity.Original
+		return IDOriginal
 	}
-	return identity.Simplified
+	return IDSimplified
 }
 
 // LookupTable returns the project's lookup table with that id.

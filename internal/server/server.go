@@ -21,6 +21,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store/pgstore"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/metrics"
+	"github.com/tributary-dev/tributary/scheduler/appapi"
 )
 
 // ShutdownGrace bounds how long in-flight requests may take after SIGTERM.
@@ -70,7 +71,8 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	if err != nil {
 		return err
 	}
-	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log, Scheduler: sched, Limiter: limiter})
+	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log, Limiter: limiter})
+	appSrv := appapi.New(appapi.Deps{Auth: apiSrv, Scheduler: sched, Store: st, Logger: log})
 
 	// Runs stop before the store closes (defers run last-in first-out):
 	// each commits its batch in flight and is marked CANCELLED. Start
@@ -93,7 +95,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	}
 	edge := newEdge(limits.MaxConnections, reg, log)
 	hs := &http.Server{
-		Handler:           apiSrv.Handler(),
+		Handler:           apiSrv.Handler(appSrv.Routes),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),

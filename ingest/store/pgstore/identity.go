@@ -52,7 +52,7 @@ func projectMode(ctx context.Context, q pgx.Tx, project int64) (mode identity.Mo
 	case errors.Is(err, pgx.ErrNoRows):
 		return identity.Simplified, false, nil
 	case err != nil:
-		return 0, false, fmt.Errorf("read mode of project %d: %w", project, err)
+		return "", false, fmt.Errorf("read mode of project %d: %w", project, err)
 	}
 	mode, err = identity.ParseMode(m)
 	return mode, true, err

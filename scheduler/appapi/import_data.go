@@ -1,4 +1,4 @@
-package api
+package appapi
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/run"
+	"github.com/tributary-dev/tributary/ingest/api"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/scheduler"
 )
@@ -21,7 +22,7 @@ func (s *Server) deleteImportData(a *appRequest, e scheduler.Entry) bool {
 	im := e.Import
 	fail := func(step string, err error) bool {
 		s.log.Error("deleting an import's data", "project", a.project, "import", im.ID, "step", step, "err", err)
-		appError(a.w, http.StatusInternalServerError, fmt.Sprintf("the data of import %s could not be deleted (%s); the import is paused and was not deleted: retry the DELETE", im.ID, step))
+		api.AppError(a.w, http.StatusInternalServerError, fmt.Sprintf("the data of import %s could not be deleted (%s); the import is paused and was not deleted: retry the DELETE", im.ID, step))
 		return false
 	}
 	// Paused first and durably, so no run starts while its data goes.
@@ -38,7 +39,7 @@ func (s *Server) deleteImportData(a *appRequest, e scheduler.Entry) bool {
 	}
 	for _, r := range runs {
 		if r.Status == store.RunRunning {
-			appError(a.w, http.StatusConflict, fmt.Sprintf("run %s of import %s is still running; the import is paused now: retry the DELETE once the run has ended", r.ID, im.ID))
+			api.AppError(a.w, http.StatusConflict, fmt.Sprintf("run %s of import %s is still running; the import is paused now: retry the DELETE once the run has ended", r.ID, im.ID))
 			return false
 		}
 	}

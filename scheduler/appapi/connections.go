@@ -1,10 +1,11 @@
-package api
+package appapi
 
 import (
 	"errors"
 	"fmt"
 	"net/http"
 
+	"github.com/tributary-dev/tributary/ingest/api"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/scheduler"
 )
@@ -17,13 +18,13 @@ import (
 const connectionsPath = "/api/app/projects/{project_id}/warehouse-sources/connections"
 
 func (s *Server) handleConnectionList(a *appRequest) {
-	appOK(a.w, s.sched.Catalog().Connections(a.project))
+	api.AppOK(a.w, s.sched.Catalog().Connections(a.project))
 }
 
 // ownerOnly answers 403 unless the account owns the project.
 func ownerOnly(a *appRequest) bool {
 	if a.p.Role != config.RoleOwner {
-		appError(a.w, http.StatusForbidden, fmt.Sprintf("service account %q has role %s in project %d; connections need owner", a.p.Account, a.p.Role, a.project))
+		api.AppError(a.w, http.StatusForbidden, fmt.Sprintf("service account %q has role %s in project %d; connections need owner", a.p.Account, a.p.Role, a.project))
 		return false
 	}
 	return true
@@ -40,15 +41,15 @@ func (s *Server) handleConnectionCreate(a *appRequest) {
 	v, err := s.sched.Catalog().CreateConnection(a.r.Context(), a.project, body, a.p.Account)
 	switch {
 	case errors.Is(err, scheduler.ErrNotEnabled):
-		appError(a.w, http.StatusForbidden, err.Error())
+		api.AppError(a.w, http.StatusForbidden, err.Error())
 	case errors.Is(err, scheduler.ErrInvalid):
-		appError(a.w, http.StatusBadRequest, err.Error())
+		api.AppError(a.w, http.StatusBadRequest, err.Error())
 	case err != nil:
 		s.log.Error("creating a connection", "project", a.project, "err", err)
-		appError(a.w, http.StatusInternalServerError, "the connection could not be saved")
+		api.AppError(a.w, http.StatusInternalServerError, "the connection could not be saved")
 	default:
 		s.log.Info("connection created", "project", a.project, "connection", v.ID, "by", a.p.Account)
-		appOK(a.w, v)
+		api.AppOK(a.w, v)
 	}
 }
 
@@ -63,16 +64,16 @@ func (s *Server) handleConnectionDelete(a *appRequest) {
 	err := s.sched.Catalog().DeleteConnection(a.r.Context(), a.project, id)
 	switch {
 	case errors.Is(err, scheduler.ErrNotFound):
-		appError(a.w, http.StatusNotFound, err.Error())
+		api.AppError(a.w, http.StatusNotFound, err.Error())
 	case errors.Is(err, scheduler.ErrInUse):
-		appError(a.w, http.StatusConflict, err.Error())
+		api.AppError(a.w, http.StatusConflict, err.Error())
 	case errors.Is(err, scheduler.ErrInvalid):
-		appError(a.w, http.StatusForbidden, err.Error())
+		api.AppError(a.w, http.StatusForbidden, err.Error())
 	case err != nil:
 		s.log.Error("deleting a connection", "project", a.project, "err", err)
-		appError(a.w, http.StatusInternalServerError, "the connection could not be deleted")
+		api.AppError(a.w, http.StatusInternalServerError, "the connection could not be deleted")
 	default:
 		s.log.Info("connection deleted", "project", a.project, "connection", id, "by", a.p.Account)
-		appOK(a.w, nil)
+		api.AppOK(a.w, nil)
 	}
 }

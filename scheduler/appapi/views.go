@@ -1,4 +1,4 @@
-package api
+package appapi
 
 import (
 	"encoding/json"
