@@ -48,6 +48,10 @@ func (s *Server) AppAuthorize(w http.ResponseWriter, r *http.Request, write bool
 		AppError(w, http.StatusNotFound, fmt.Sprintf("no project %q: project ids are positive integers", r.PathValue("project_id")))
 		return p, 0, false
 	}
+	if write && crossSiteBrowser(r) {
+		AppError(w, http.StatusForbidden, crossSiteWriteMsg)
+		return p, 0, false
+	}
 	p, err = s.auth.RequestFor(r, appAuth, project)
 	if err != nil {
 		switch {

@@ -11,7 +11,13 @@ import (
 // when a page of another site makes the request: a form POST or an <img>
 // needs no preflight. So a request a browser sent cross-site never
 // authenticates with its Authorization header where that would let such a
-// page write: token-less /engage and /groups updates, and /import.
+// page write: token-less /engage and /groups updates, /import, and every
+// other write that takes a secret or a service account (lookup tables, the
+// app API's import and connection management).
+
+// crossSiteWriteMsg refuses a credentialed write a browser sent for
+// another site's page.
+const crossSiteWriteMsg = "writes with a secret or a service account are not taken from a browser on another site: send them from a server (or this server's own pages)"
 
 // crossSiteBrowser reports whether r was sent by a browser for a page that
 // is not this server's own. Sec-Fetch-Site, which pages cannot set, says

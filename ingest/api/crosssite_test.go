@@ -134,3 +134,34 @@ func TestCrossSiteCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestCrossSiteWritesRefused: every credentialed write (here a lookup
+// table upload; the app API's writes in scheduler/appapi) refuses a request a
+// browser sent for another site's page, whose Basic credentials the
+// browser re-sends on its own; reads and server-side clients are
+// unaffected, and nothing is written.
+func TestCrossSiteWritesRefused(t *testing.T) {
+	e := newIngestEnv(t)
+	owner := iOwner + ":" + iOwnerS
+	cases := []struct {
+		name, method, target string
+		hdr                  map[string]string
+		body                 string
+		status               int
+	}{
+		{"lookup PUT from another origin", "PUT", "/lookup-tables/no-such-table?project_id=1",
+			map[string]string{"basic": owner, "Content-Type": "text/csv", "Origin": "https://evil.example"}, "k,v\n1,2\n", 403},
+		{"lookup PUT, Sec-Fetch-Site cross-site", "PUT", "/lookup-tables/no-such-table?project_id=1",
+			map[string]string{"basic": owner, "Content-Type": "text/csv", "Sec-Fetch-Site": "cross-site"}, "k,v\n1,2\n", 403},
+		{"lookup PUT from a server: reaches the handler", "PUT", "/lookup-tables/no-such-table?project_id=1",
+			map[string]string{"basic": owner, "Content-Type": "text/csv"}, "k,v\n1,2\n", 404},
+		{"export read from another origin: not a write", "GET", "/api/2.0/export?project_id=1&from_date=2026-01-01&to_date=2026-01-01",
+			map[string]string{"basic": owner, "Origin": "https://evil.example"}, "", 200},
+	}
+	for _, tc := range cases {
+		r := e.do(tc.method, tc.target, tc.hdr, tc.body)
+		if r.Status != tc.status || tc.status == 403 && !strings.Contains(string(r.Body), "not taken from a browser on another site") {
+			t.Errorf("%s: %s, want %d", tc.name, r, tc.status)
+		}
+	}
+}

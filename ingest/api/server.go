@@ -194,6 +194,10 @@ func (s *Server) instrument(route string, h http.HandlerFunc) http.Handler {
 // authorize authenticates, checks the role for writes and the project's
 // data residency. On failure it has already answered.
 func (s *Server) authorize(w http.ResponseWriter, r *http.Request, allow auth.Allowed, write bool) (auth.Principal, bool) {
+	if write && crossSiteBrowser(r) {
+		writeError(w, http.StatusForbidden, crossSiteWriteMsg)
+		return auth.Principal{}, false
+	}
 	p, err := s.auth.Request(r, allow)
 	if err != nil {
 		msg := err.Error()

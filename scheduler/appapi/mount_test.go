@@ -145,3 +145,45 @@ func TestMountedWithoutScheduler(t *testing.T) {
 		t.Fatalf("no credentials: HTTP %d; want 401 before the 503", code)
 	}
 }
+
+// TestCrossSiteWriteRefused: a page of another site can make a browser
+// re-send Basic credentials it once used here, in a form POST with a
+// text/plain body that needs no preflight. The app API's writes refuse
+// such requests before reading them; its reads and server-side clients
+// are unaffected.
+func TestCrossSiteWriteRefused(t *testing.T) {
+	base := newMounted(t, true)
+	const imports = "/api/app/projects/1/warehouse-sources/imports"
+	send := func(method, path, origin string) (int, string) {
+		req, err := http.NewRequest(method, base+path, strings.NewReader(`{"warehouse_source_id":"x"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.SetBasicAuth("owner", "owner-secret")
+		req.Header.Set("Content-Type", "text/plain")
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return res.StatusCode, string(b)
+	}
+	if code, body := send("POST", imports+"/event-stream", "https://evil.example"); code != 403 || !strings.Contains(body, "not taken from a browser on another site") {
+		t.Errorf("cross-site create: %d %s, want 403", code, body)
+	}
+	if code, body := send("PUT", imports+"/x/manual-sync", "https://evil.example"); code != 403 {
+		t.Errorf("cross-site manual sync: %d %s, want 403", code, body)
+	}
+	if code, body := send("GET", imports, "https://evil.example"); code != 200 {
+		t.Errorf("cross-site read: %d %s, want 200 (a read's answer is not readable cross-site)", code, body)
+	}
+	// A server-side client reaches the handler, which refuses the unknown
+	// connection on its merits.
+	if code, body := send("POST", imports+"/event-stream", ""); code != 400 {
+		t.Errorf("server-side create: %d %s, want 400 naming the connection", code, body)
+	}
+}
