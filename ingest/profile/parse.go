@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"unicode/utf8"
 
+	"github.com/tributary-dev/tributary/ingest/jsonnum"
 	"github.com/valyala/fastjson"
 )
 
@@ -197,15 +198,26 @@ func operands(op Op, v *fastjson.Value) ([]Property, error) {
 			return
 		}
 		start := len(arena)
+		// $remove may still name a number out of range, to take out one
+		// stored before the range was enforced.
+		big := false
+		check := &big
+		if op == OpRemove {
+			check = nil
+		}
 		switch {
 		case op == OpAdd && val.Type() != fastjson.TypeNumber:
 			err = invalid(field, "must be a number")
 			return
 		case op == OpUnion && val.Type() != fastjson.TypeArray:
 			// A single value is a one-element list, as mixpanel-node sends it.
-			arena = append(appendValue(append(arena, '['), val), ']')
+			arena = append(appendValue(append(arena, '['), val, check), ']')
 		default:
-			arena = appendValue(arena, val)
+			arena = appendValue(arena, val, check)
+		}
+		if big {
+			err = invalid(field, jsonnum.Message)
+			return
 		}
 		if n := len(arena) - start; n > MaxValueBytes {
 			err = fieldErr(ErrTooLarge, field, "'%s' is %d bytes; a property value is limited to %d bytes", field, n, MaxValueBytes)

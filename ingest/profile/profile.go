@@ -98,7 +98,7 @@ func (p *Profile) UnmarshalJSON(data []byte) error {
 	spans := make([]span, 0, obj.Len())
 	obj.Visit(func(k []byte, e *fastjson.Value) {
 		start := len(arena)
-		arena = appendValue(arena, e)
+		arena = appendValue(arena, e, nil) // stored values are not re-judged
 		spans = append(spans, span{string(k), start, len(arena)})
 	})
 	np := Profile{exists: true, props: make([]Property, 0, len(spans))}

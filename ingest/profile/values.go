@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/tributary-dev/tributary/ingest/jsonnum"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 	"github.com/valyala/fastjson"
 )
@@ -17,8 +18,10 @@ const (
 
 // appendValue re-encodes v compactly. Strings go through jsonw so that equal
 // strings always get equal bytes, which lets list operations compare
-// elements bytewise; numbers keep their text.
-func appendValue(dst []byte, v *fastjson.Value) []byte {
+// elements bytewise; numbers keep their text. When big is not nil, it is
+// set if v holds a number out of the range Tributary stores (package
+// jsonnum), found in the same walk.
+func appendValue(dst []byte, v *fastjson.Value, big *bool) []byte {
 	switch v.Type() {
 	case fastjson.TypeObject:
 		o, _ := v.Object()
@@ -30,7 +33,7 @@ func appendValue(dst []byte, v *fastjson.Value) []byte {
 			}
 			n++
 			dst = append(jsonw.String(dst, b2s(k)), ':')
-			dst = appendValue(dst, e)
+			dst = appendValue(dst, e, big)
 		})
 		return append(dst, '}')
 	case fastjson.TypeArray:
@@ -40,12 +43,19 @@ func appendValue(dst []byte, v *fastjson.Value) []byte {
 			if i > 0 {
 				dst = append(dst, ',')
 			}
-			dst = appendValue(dst, e)
+			dst = appendValue(dst, e, big)
 		}
 		return append(dst, ']')
 	case fastjson.TypeString:
 		return jsonw.String(dst, b2s(v.GetStringBytes()))
-	default: // number (its text), true, false, null
+	case fastjson.TypeNumber:
+		p := len(dst)
+		dst = v.MarshalTo(dst) // its text
+		if big != nil && jsonnum.TokenOutOfRange(dst[p:]) {
+			*big = true
+		}
+		return dst
+	default: // true, false, null
 		return v.MarshalTo(dst)
 	}
 }

@@ -2,8 +2,9 @@ package record
 
 import (
 	"fmt"
-	"strconv"
 	"unicode/utf8"
+
+	"github.com/tributary-dev/tributary/ingest/jsonnum"
 )
 
 // scanner is a strict, allocation-free JSON validator for one record.
@@ -230,7 +231,7 @@ func literal(b []byte, i int, lit string) (int, error) {
 
 // number validates the JSON number grammar
 // -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? and returns its end. big
-// reports a number out of the range Tributary stores (see bigNumber); the
+// reports a number out of the range Tributary stores (package jsonnum); the
 // common number, a short integer or decimal, costs two comparisons more.
 func number(b []byte, i int) (end int, big bool, err error) {
 	start := i
@@ -266,51 +267,12 @@ func number(b []byte, i int) (end int, big bool, err error) {
 		}
 		i, exp = j, true
 	}
-	switch {
-	case exp:
-		big = !finiteFloat(b[start:i])
-	case frac:
-		big = intDigits > 308 && !finiteFloat(b[start:i]) // 309 digits reach MaxFloat64
-	default:
-		big = intDigits >= 19 && !fitsInt64(b[intStart:i], start != intStart)
-	}
-	return i, big, nil
+	return i, jsonnum.OutOfRange(b[start:i], intDigits, frac, exp), nil
 }
 
-// The range of numbers Tributary stores. JSON numbers have no limit, but
-// every reader of the stored events does: the query engine, the exports'
-// consumers and Mixpanel's own tools read a number as an int64 or a
-// float64, so 1e400 would become infinity and a 100-digit id a rounded
-// float, differently in each. An integer literal (no fraction, no
-// exponent) must fit an int64; any other number must be a finite float64
-// (a magnitude that rounds to zero, like 1e-400, is accepted: it is
-// zero). Out-of-range numbers fail their record, naming the property; an
-// id sent as a string keeps every digit.
-const msgBigNumber = "number out of range: an integer must fit in 64 bits (at most 9223372036854775807 in magnitude) and other numbers in a float64 (at most about 1.8e308)"
-
-// int64Max is math.MaxInt64's digits; an integer of 19 digits fits when
-// it is not greater (the negative bound is one more).
-const int64Max = "9223372036854775807"
-
-// fitsInt64 reports whether the integer digits (no sign, no leading zero)
-// fit an int64.
-func fitsInt64(digits []byte, neg bool) bool {
-	switch {
-	case len(digits) < len(int64Max):
-		return true
-	case len(digits) > len(int64Max):
-		return false
-	case neg:
-		return string(digits) <= "9223372036854775808"
-	}
-	return string(digits) <= int64Max
-}
-
-// finiteFloat reports whether a number (valid JSON) is a finite float64.
-func finiteFloat(tok []byte) bool {
-	_, err := strconv.ParseFloat(b2s(tok), 64)
-	return err == nil
-}
+// msgBigNumber is the failure of a property holding a number out of the
+// range Tributary stores (see package jsonnum).
+const msgBigNumber = jsonnum.Message
 
 // bigNumber reports whether tok, one valid JSON number, is out of range.
 func bigNumber(tok []byte) bool {
