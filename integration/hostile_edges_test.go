@@ -334,6 +334,63 @@ func TestEdgeNumbersBeyondFloat64(t *testing.T) {
 	}
 }
 
+// Profile updates follow the same rule: a $set, $set_once, $union or
+// $append (or a group's $set) holding such a number fails naming the
+// field and stores nothing of the update; the other updates of the batch
+// are stored.
+func TestEdgeNumbersBeyondFloat64InProfiles(t *testing.T) {
+	t.Parallel()
+	s := startServer(t, defaultConfig())
+	twoTo64 := new(big.Int).Lsh(big.NewInt(1), 64).String()
+	hundred := "1" + strings.Repeat("0", 99)
+	q := url.Values{"verbose": {"1"}, "strict": {"1"}}
+	hdr := map[string]string{"Accept": "application/json"}
+	set := func(id, op string, props map[string]any) map[string]any {
+		return map[string]any{"$distinct_id": id, "$ignore_time": true, op: props}
+	}
+	users := []any{
+		set("num-ok", "$set", map[string]any{"plan": "pro", "n": json.Number("9223372036854775807"), "f": json.Number("1.5e300")}),
+		set("num-big-1", "$set", map[string]any{"plan": "free", "n": json.Number("1e400")}),
+		set("num-big-2", "$set_once", map[string]any{"plan": "free", "n": json.Number(twoTo64)}),
+		set("num-big-3", "$union", map[string]any{"n": []any{json.Number("1"), json.Number(hundred)}}),
+		set("num-ok", "$set", map[string]any{"later": "yes", "n": json.Number(hundred)}),
+	}
+	wantFields := map[int64]string{1: "$set.n", 2: "$set_once.n", 3: "$union.n", 4: "$set.n"}
+	r := s.do(t, request{Path: "/engage", Query: q, Auth: asSecret, Header: hdr, Body: mustJSON(t, users)})
+	if r.Status != http.StatusBadRequest {
+		t.Fatalf("/engage: %s", r)
+	}
+	failed, _ := r.JSON(t)["failed_records"].([]any)
+	if len(failed) != len(wantFields) {
+		t.Fatalf("%d failed records, want %d: %s", len(failed), len(wantFields), r)
+	}
+	for _, f := range failed {
+		m := f.(map[string]any)
+		i := num(t, m["index"])
+		if m["field"] != wantFields[i] || !strings.Contains(m["message"].(string), "number out of range") {
+			t.Fatalf("failure %v, want field %s", m, wantFields[i])
+		}
+	}
+	// Without strict, verbose answers name the first failure.
+	r = s.do(t, request{Path: "/groups", Query: url.Values{"verbose": {"1"}}, Auth: asSecret, Header: hdr,
+		Body: mustJSON(t, []any{map[string]any{"$group_key": "company", "$group_id": "num-co", "$set": map[string]any{"size": json.Number("-1e400")}}})})
+	if msg := wantVerbose(t, r, 0); !strings.Contains(msg, "$set.size") || !strings.Contains(msg, "number out of range") {
+		t.Fatalf("/groups: %s", msg)
+	}
+
+	ps := engageProfiles(t, s, mainSecret, url.Values{"distinct_ids": {`["num-ok","num-big-1","num-big-2","num-big-3"]`}})
+	if len(ps) != 1 || ps["num-ok"]["plan"] != "pro" || ps["num-ok"]["later"] != nil {
+		t.Fatalf("profiles %v: want num-ok alone, without the refused update", ps)
+	}
+	if g := engageProfiles(t, s, mainSecret, url.Values{"data_group_id": {"company"}}); len(g) != 0 {
+		t.Fatalf("group profiles %v", g)
+	}
+	raw := string(s.do(t, request{Path: "/api/2.0/engage", Query: url.Values{"distinct_id": {"num-ok"}}, Auth: basicAuth(mainSecret, "")}).Body)
+	if !strings.Contains(raw, `9223372036854775807`) || !strings.Contains(raw, `1.5e300`) || strings.Contains(raw, hundred) {
+		t.Fatalf("stored profile: %s", raw)
+	}
+}
+
 // POST /amplitude needs only a project token, which is public: the
 // requests that make the server call out are limited per project, and a
 // failing export host (here a proxy that names internal hosts) shows in
