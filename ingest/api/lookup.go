@@ -135,7 +135,7 @@ func (s *Server) handleLookupPut(w http.ResponseWriter, r *http.Request) {
 	}
 	// Parse reads at most the size limit of uncompressed bytes, so a gzip
 	// bomb stops there.
-	t, err := lookup.Parse(body, lookup.Options{})
+	t, err := lookup.Parse(body, lookup.Options{SizeHint: max(size, 0)})
 	var rowErrs *lookup.RowErrors
 	switch {
 	case errors.Is(err, lookup.ErrTooLarge):

@@ -29,12 +29,12 @@ func TestGate(t *testing.T) {
 			return true
 		}
 	}
-	// Two small uploads share the capacity (MemoryPerByte × 25 each).
-	a, err := g.Enter(ctx, 25)
+	// Two small uploads share the capacity (MemoryPerByte × 20 each).
+	a, err := g.Enter(ctx, 20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := g.Enter(ctx, 25)
+	b, err := g.Enter(ctx, 20)
 	if err != nil {
 		t.Fatal(err)
 	}

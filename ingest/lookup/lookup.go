@@ -57,6 +57,11 @@ var (
 type Options struct {
 	MaxBytes    int64 // uncompressed bytes; 0 means DefaultMaxBytes
 	MaxRowBytes int64 // bytes of one record, give or take the 4 KiB read buffer; 0 means DefaultMaxRowBytes
+	// SizeHint is the CSV's size in bytes when known (an uncompressed
+	// body's Content-Length), 0 otherwise. With it the table's buffers
+	// are sized once from the first rows instead of growing by copies,
+	// which allocated about five times the final table.
+	SizeHint int64
 }
 
 // RowError is one rejected data row.
