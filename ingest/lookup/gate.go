@@ -11,11 +11,13 @@ import (
 // 527k-row table under a 192 MiB Go memory limit and a 32 MB DuckDB
 // limit: the parsed table holds 76 MiB of Go heap (the rows as JSON
 // repeat the column names, 57 MiB; the keys and their index), and the
-// embedded store's transaction adds 135 MiB of DuckDB memory beyond its
-// own limit until COMMIT: 6.6 bytes per byte. (Uploading it to a server
-// raised its peak by about 290 MiB, since the Go heap also fills up to
-// its limit with the body's read garbage.)
-const MemoryPerByte = 7
+// embedded store's transaction adds 78-101 MiB of DuckDB memory beyond
+// its own limit until COMMIT (135 MiB before duckstore flushed its
+// appender every 16k rows): 4.8-5.5 bytes per byte. Uploading it to a
+// server (integration TestEdgeLookupUploadsShareMemory) raised its peak
+// by 245-262 MiB, since the Go heap also fills up to its limit with
+// read garbage.
+const MemoryPerByte = 6
 
 // Gate bounds the memory of the uploads being parsed and stored at once.
 // A table is held whole until the store has it (the replacement is one

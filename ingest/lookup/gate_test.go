@@ -29,7 +29,7 @@ func TestGate(t *testing.T) {
 			return true
 		}
 	}
-	// Two small uploads share the capacity (MemoryPerByte × 20 each).
+	// Two small uploads share the capacity (MemoryPerByte × 20 each, 240 of 300).
 	a, err := g.Enter(ctx, 20)
 	if err != nil {
 		t.Fatal(err)
