@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/internal/config"
 )
 
@@ -130,6 +131,34 @@ func originRefusal(r *http.Request, p *config.Project) string {
 		return ""
 	}
 	return "project " + strconv.FormatInt(p.ID, 10) + " does not accept browser requests from origin " + strconv.Quote(o) + " (cors_allowed_origins)"
+}
+
+// refuseOrigins turns the records of the parts (a request's records or
+// updates, by project) whose project does not admit the request's browser
+// origin (cors_allowed_origins) into failures, written by fail: a form
+// post needs no preflight, so the browser sends it whatever the answer's
+// headers, and the refusal has to happen here. When no part is left the
+// CORS headers are withdrawn too.
+func refuseOrigins[T any](w http.ResponseWriter, r *http.Request, parts []T, fails []record.Failure,
+	project func(T) *config.Project, fail func(T, []record.Failure, string) []record.Failure) ([]T, []record.Failure) {
+	if r.Header.Get("Origin") == "" || len(parts) == 0 {
+		return parts, fails
+	}
+	if !slices.ContainsFunc(parts, func(p T) bool { return originRefusal(r, project(p)) != "" }) {
+		return parts, fails // the common case: no project restricts origins
+	}
+	kept := parts[:0:0]
+	for _, p := range parts {
+		if msg := originRefusal(r, project(p)); msg != "" {
+			fails = fail(p, fails, msg)
+			continue
+		}
+		kept = append(kept, p)
+	}
+	if len(kept) == 0 {
+		withdrawCORS(w)
+	}
+	return kept, fails
 }
 
 // withdrawCORS removes the CORS headers when every project a request

@@ -52,7 +52,13 @@ func (s *Server) handleProfiles(kind profile.Kind) http.HandlerFunc {
 			writeTrackError(w, http.StatusServiceUnavailable, "credentials cannot be checked now; retry")
 			return
 		}
-		parts, failures = refuseProfileOrigins(w, r, parts, failures)
+		parts, failures = refuseOrigins(w, r, parts, failures, func(pp *profileProject) *config.Project { return pp.project },
+			func(pp *profileProject, fails []record.Failure, msg string) []record.Failure {
+				for _, u := range pp.batch.Profiles {
+					fails = append(fails, record.Failure{Index: u.Ref, Field: "$token", Message: "'$token' is invalid: " + msg})
+				}
+				return fails
+			})
 		for _, pp := range parts {
 			if pp.project.Region != s.cfg.Region {
 				writeTrackError(w, http.StatusForbidden, residencyMessage(pp.project, s.cfg.Region))
@@ -204,29 +210,4 @@ func (c *credentialProject) project() (*config.Project, string) {
 		c.proj = p.Project
 	}
 	return c.proj, c.why
-}
-
-// refuseProfileOrigins is refuseOrigins for profile updates.
-func refuseProfileOrigins(w http.ResponseWriter, r *http.Request, parts []*profileProject, fails []record.Failure) ([]*profileProject, []record.Failure) {
-	if r.Header.Get("Origin") == "" || len(parts) == 0 {
-		return parts, fails
-	}
-	if !slices.ContainsFunc(parts, func(pp *profileProject) bool { return originRefusal(r, pp.project) != "" }) {
-		return parts, fails // the common case: no project restricts origins
-	}
-	kept := parts[:0:0]
-	for _, pp := range parts {
-		msg := originRefusal(r, pp.project)
-		if msg == "" {
-			kept = append(kept, pp)
-			continue
-		}
-		for _, u := range pp.batch.Profiles {
-			fails = append(fails, record.Failure{Index: u.Ref, Field: "$token", Message: "'$token' is invalid: " + msg})
-		}
-	}
-	if len(kept) == 0 {
-		withdrawCORS(w)
-	}
-	return kept, fails
 }

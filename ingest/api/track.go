@@ -150,7 +150,13 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 	}
 	total := len(dec.recs)
 	groups, failures := groupByToken(dec.recs, tr.ip, s.auth.ProjectByToken)
-	groups, failures = refuseOrigins(w, r, groups, failures)
+	groups, failures = refuseOrigins(w, r, groups, failures, func(g *trackGroup) *config.Project { return g.project },
+		func(g *trackGroup, fails []record.Failure, msg string) []record.Failure {
+			for _, i := range g.idx {
+				fails = append(fails, record.Failure{Index: i, Field: "properties.token", Message: "'properties.token' is invalid: " + msg})
+			}
+			return fails
+		})
 	for _, f := range failures {
 		s.met.rejected.Add(1, "unknown", failureReason(f.Field))
 	}
@@ -231,34 +237,6 @@ func (s *Server) handleTrack(w http.ResponseWriter, r *http.Request) {
 		msg = fmt.Sprintf("%d of %d records failed validation; first: record %d: %s", len(failures), total, f.Index, f.Message)
 	}
 	writeLegacy(w, tr.verbose, valid > 0, msg)
-}
-
-// refuseOrigins turns the records of projects that do not admit the
-// request's browser origin (cors_allowed_origins) into failures: a form
-// post needs no preflight, so the browser sends it whatever the answer's
-// headers, and the refusal has to happen here.
-func refuseOrigins(w http.ResponseWriter, r *http.Request, groups []*trackGroup, fails []record.Failure) ([]*trackGroup, []record.Failure) {
-	if r.Header.Get("Origin") == "" || len(groups) == 0 {
-		return groups, fails
-	}
-	if !slices.ContainsFunc(groups, func(g *trackGroup) bool { return originRefusal(r, g.project) != "" }) {
-		return groups, fails // the common case: no project restricts origins
-	}
-	kept := groups[:0:0]
-	for _, g := range groups {
-		msg := originRefusal(r, g.project)
-		if msg == "" {
-			kept = append(kept, g)
-			continue
-		}
-		for _, i := range g.idx {
-			fails = append(fails, record.Failure{Index: i, Field: "properties.token", Message: "'properties.token' is invalid: " + msg})
-		}
-	}
-	if len(kept) == 0 {
-		withdrawCORS(w)
-	}
-	return kept, fails
 }
 
 // trackRejected answers a request refused as a whole; nothing was stored.
