@@ -16,6 +16,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/tributary-dev/tributary/internal/duckarrow"
 	"net/url"
 	"os"
 	"strconv"
@@ -208,7 +209,7 @@ func arrowQuery(ctx context.Context, conn *sql.Conn, query string, args []any, u
 		if err := oneSelect(dc, query); err != nil {
 			return err
 		}
-		ar, err := duckdbdrv.NewArrowFromConn(dc.(driver.Conn))
+		ar, err := duckarrow.New(dc.(driver.Conn))
 		if err != nil {
 			return err
 		}

@@ -23,6 +23,7 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"github.com/tributary-dev/tributary/internal/duckarrow"
 	"net"
 	"strings"
 	"sync"
@@ -31,7 +32,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/apache/arrow-go/v18/arrow/ipc"
-	duckdb "github.com/duckdb/duckdb-go/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -247,7 +247,7 @@ func (s *Server) arrow(ctx context.Context, query string, use func(array.RecordR
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
+		ar, err := duckarrow.New(dc.(driver.Conn))
 		if err != nil {
 			return err
 		}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tributary-dev/tributary/internal/duckarrow"
 	"net/http"
 	"regexp"
 	"strconv"
@@ -430,7 +431,7 @@ func (s *Server) arrowQuery(ctx context.Context, query string, args []any, use f
 	}
 	defer conn.Close()
 	return conn.Raw(func(dc any) error {
-		ar, err := duckdb.NewArrowFromConn(dc.(driver.Conn))
+		ar, err := duckarrow.New(dc.(driver.Conn))
 		if err != nil {
 			return err
 		}

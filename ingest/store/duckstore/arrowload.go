@@ -3,6 +3,7 @@ package duckstore
 import (
 	"context"
 	"fmt"
+	"github.com/tributary-dev/tributary/internal/duckarrow"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -219,7 +220,7 @@ func (c *eventChunk) record() arrow.RecordBatch {
 // transaction open on conn, then resets the chunk. The view is dropped and
 // the stream released before returning, so DuckDB holds no pointer into
 // the columns when they are reused.
-func (c *eventChunk) insert(ctx context.Context, conn *duckdb.Conn, ar *duckdb.Arrow) error {
+func (c *eventChunk) insert(ctx context.Context, conn *duckdb.Conn, ar *duckarrow.Arrow) error {
 	if c.rows == 0 {
 		return nil
 	}

@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"github.com/tributary-dev/tributary/internal/duckarrow"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -271,7 +272,7 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 			err = errors.Join(err, fmt.Errorf("rollback: %w", rbErr))
 		}
 	}()
-	ar, err := duckdb.NewArrowFromConn(c)
+	ar, err := duckarrow.New(c)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("arrow interface: %w", err)
 	}

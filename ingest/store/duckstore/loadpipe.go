@@ -2,6 +2,7 @@ package duckstore
 
 import (
 	"context"
+	"github.com/tributary-dev/tributary/internal/duckarrow"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 )
@@ -47,7 +48,7 @@ func (p *loadPipe) idle() error {
 
 // flush starts inserting the chunk being filled and swaps in the spare,
 // after the previous INSERT (which emptied the spare) has finished.
-func (p *loadPipe) flush(ctx context.Context, conn *duckdb.Conn, ar *duckdb.Arrow) error {
+func (p *loadPipe) flush(ctx context.Context, conn *duckdb.Conn, ar *duckarrow.Arrow) error {
 	if err := p.idle(); err != nil {
 		return err
 	}
