@@ -293,36 +293,17 @@ func mapValue(m *yaml.Node, key string) *yaml.Node {
 	return nil
 }
 
+// expand resolves ${VAR} in every value of the file on its own (after
+// parsing, so a value cannot change the document's structure).
 func expand(path string, n *yaml.Node, key string, lookup func(string) (string, bool)) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
+	return config.WalkScalars(n, key, func(n *yaml.Node, key string) error {
 		v, err := config.ExpandEnv(n.Value, lookup)
 		if err != nil {
 			return &Error{File: path, Key: key, Msg: err.Error()}
 		}
-		if v != n.Value {
-			// Untagged and plain: the encoder quotes whatever would not
-			// read back as written, and numbers stay numbers.
-			n.Value, n.Tag, n.Style = v, "", 0
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i].Value
-			if key != "" {
-				k = key + "." + k
-			}
-			if err := expand(path, n.Content[i+1], k, lookup); err != nil {
-				return err
-			}
-		}
-	case yaml.SequenceNode:
-		for i, c := range n.Content {
-			if err := expand(path, c, fmt.Sprintf("%s[%d]", key, i), lookup); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+		config.SetScalar(n, v)
+		return nil
+	})
 }
 
 // Dir loads every *.yaml / *.yml file in dir (a missing dir is empty),

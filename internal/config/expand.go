@@ -25,14 +25,7 @@ type expander struct {
 
 // expand expands n, whose path is key (e.g. projects[0].api_secret).
 func (x expander) expand(n *yaml.Node, key string) error {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			if err := x.expand(c, key); err != nil {
-				return err
-			}
-		}
-	case yaml.ScalarNode:
+	return WalkScalars(n, key, func(n *yaml.Node, key string) error {
 		if secretKey.MatchString(key) && HasDefault(n.Value) {
 			return bad(key, "line %d: ${VAR:-default} is not accepted for a secret; give ${VAR} and set the variable", n.Line)
 		}
@@ -46,27 +39,50 @@ func (x expander) expand(n *yaml.Node, key string) error {
 		if err != nil {
 			return bad(key, "line %d: %v", n.Line, err)
 		}
-		if v != n.Value {
-			// Untagged and plain: the encoder quotes whatever would not
-			// read back as written, and numbers stay numbers.
-			n.Value, n.Tag, n.Style = v, "", 0
+		SetScalar(n, v)
+		return nil
+	})
+}
+
+// WalkScalars calls f on every scalar value under n with its path (key
+// joined with mapping keys by "." and sequence indexes as "[i]"), stopping
+// at the first error. Config files and import files expand ${VAR} value by
+// value through it.
+func WalkScalars(n *yaml.Node, key string, f func(n *yaml.Node, key string) error) error {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		for _, c := range n.Content {
+			if err := WalkScalars(c, key, f); err != nil {
+				return err
+			}
 		}
+	case yaml.ScalarNode:
+		return f(n, key)
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k := n.Content[i].Value
 			if key != "" {
 				k = key + "." + k
 			}
-			if err := x.expand(n.Content[i+1], k); err != nil {
+			if err := WalkScalars(n.Content[i+1], k, f); err != nil {
 				return err
 			}
 		}
 	case yaml.SequenceNode:
 		for i, c := range n.Content {
-			if err := x.expand(c, fmt.Sprintf("%s[%d]", key, i)); err != nil {
+			if err := WalkScalars(c, fmt.Sprintf("%s[%d]", key, i), f); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// SetScalar gives a scalar node an expanded value: untagged and plain, so
+// the encoder quotes whatever would not read back as written, and numbers
+// stay numbers.
+func SetScalar(n *yaml.Node, v string) {
+	if v != n.Value {
+		n.Value, n.Tag, n.Style = v, "", 0
+	}
 }
