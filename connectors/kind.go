@@ -41,7 +41,7 @@ type Kind struct {
 }
 
 // Options are the operator's limits on every source of a registry, from
-// the server config (internal/server builds them); kinds that need them
+// the server config (server builds them); kinds that need them
 // are built with them (duckdb.KindWith, postgres.KindWith).
 type Options struct {
 	// AllowedPaths are the files and directories a file-reading source

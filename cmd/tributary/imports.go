@@ -13,7 +13,7 @@ import (
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/engine/preview"
 	"github.com/tributary-dev/tributary/internal/config"
-	"github.com/tributary-dev/tributary/internal/server"
+	"github.com/tributary-dev/tributary/server"
 )
 
 // files collects repeated -c flags.

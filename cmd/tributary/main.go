@@ -16,7 +16,7 @@ import (
 
 	"github.com/tributary-dev/tributary/connectors/duckdb"
 	"github.com/tributary-dev/tributary/internal/config"
-	"github.com/tributary-dev/tributary/internal/server"
+	"github.com/tributary-dev/tributary/server"
 )
 
 const usage = `usage: tributary <command> [flags]

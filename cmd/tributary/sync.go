@@ -14,7 +14,7 @@ import (
 	syncrun "github.com/tributary-dev/tributary/engine/run"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
-	"github.com/tributary-dev/tributary/internal/server"
+	"github.com/tributary-dev/tributary/server"
 	"github.com/tributary-dev/tributary/scheduler"
 )
 

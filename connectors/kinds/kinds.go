@@ -15,7 +15,7 @@ import (
 func Registry() *connectors.Registry { return RegistryWith(connectors.Options{}) }
 
 // RegistryWith returns a registry of all source kinds under opts, the
-// operator's limits (internal/server.SourceOptions builds them).
+// operator's limits (server.SourceOptions builds them).
 func RegistryWith(opts connectors.Options) *connectors.Registry {
 	ks := []connectors.Kind{bigquery.Kind(), duckdb.KindWith(opts), postgres.KindWith(opts), snowflake.Kind()}
 	for i := range ks {

@@ -132,7 +132,7 @@ type Config struct {
 	OAuthTTL   Duration `yaml:"oauth_token_ttl"`
 	// MemoryLimit is the process's memory budget (e.g. "512MB", memory.go),
 	// split between the embedded store's DuckDB and the Go heap's soft
-	// limit by internal/server.NewMemoryBudget. "" = none.
+	// limit by server.NewMemoryBudget. "" = none.
 	MemoryLimit string `yaml:"memory_limit"`
 	// DedupKeys is where the embedded store keeps its dedup keys: "memory"
 	// (the default, fastest) or "disk" (recent keys in memory, older ones
@@ -166,7 +166,7 @@ type Config struct {
 	// AllowedPaths are the directories and files import sources may read
 	// Parquet/CSV/JSON files from (DuckDB sources; a database file's own
 	// `path` needs none). Empty: none. Never overlapping data_dir
-	// (internal/server.SourceOptions checks).
+	// (server.SourceOptions checks).
 	AllowedPaths []string  `yaml:"allowed_paths"`
 	Projects     []Project `yaml:"projects"`
 	// Connections are the warehouse connections imports may read

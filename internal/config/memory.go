@@ -8,7 +8,7 @@ import (
 )
 
 // MinMemoryLimit is the smallest memory_limit accepted: the Go heap's
-// share of less (internal/server.NewMemoryBudget) would not hold a sync's
+// share of less (server.NewMemoryBudget) would not hold a sync's
 // batches in flight.
 const MinMemoryLimit = 64 << 20
 

@@ -15,7 +15,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/metrics"
-	"github.com/tributary-dev/tributary/internal/server"
+	"github.com/tributary-dev/tributary/server"
 	"github.com/tributary-dev/tributary/scheduler/appapi"
 )
 
