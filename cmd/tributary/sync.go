@@ -14,8 +14,8 @@ import (
 	syncrun "github.com/tributary-dev/tributary/engine/run"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
-	"github.com/tributary-dev/tributary/server"
 	"github.com/tributary-dev/tributary/scheduler"
+	"github.com/tributary-dev/tributary/server"
 )
 
 // storeTuning adapts the store to the command that opens it.

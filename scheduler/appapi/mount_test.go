@@ -15,8 +15,8 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
 	"github.com/tributary-dev/tributary/internal/config"
 	"github.com/tributary-dev/tributary/internal/metrics"
-	"github.com/tributary-dev/tributary/server"
 	"github.com/tributary-dev/tributary/scheduler/appapi"
+	"github.com/tributary-dev/tributary/server"
 )
 
 // The app API mounts on the ingest API's mux: its routes answer with the
