@@ -302,7 +302,8 @@ func (s *Source) startReplication(ctx context.Context, conn *pgconn.PgConn, f co
 		Mode: pglogrepl.LogicalReplication,
 		PluginArgs: []string{
 			"proto_version '1'",
-			"publication_names '" + s.publicationOf(f) + "'",
+			// Quoted: pgoutput folds an unquoted name to lower case.
+			"publication_names '\"" + s.publicationOf(f) + "\"'",
 			"binary 'true'",
 		},
 	})

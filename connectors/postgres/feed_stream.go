@@ -44,6 +44,16 @@ const (
 // The stream confirms pos, which the caller has committed, so the slot
 // releases the WAL before it as this session decodes.
 func (s *Source) Changes(ctx context.Context, f connectors.Feed, pos string, fn func(arrow.RecordBatch) error) (string, error) {
+	next, err := s.changes(ctx, f, pos, fn)
+	// What makes a feed unavailable (the role lost REPLICATION, the
+	// table lost its replica identity) also ends this one.
+	if errors.Is(err, connectors.ErrFeedUnavailable) && !errors.Is(err, connectors.ErrFeedLost) {
+		err = fmt.Errorf("%w: %w", connectors.ErrFeedLost, err)
+	}
+	return next, err
+}
+
+func (s *Source) changes(ctx context.Context, f connectors.Feed, pos string, fn func(arrow.RecordBatch) error) (string, error) {
 	if err := checkFeed(f); err != nil {
 		return "", err
 	}
@@ -73,9 +83,6 @@ func (s *Source) Changes(ctx context.Context, f connectors.Feed, pos string, fn 
 		return "", lost("position %s is older than the slot's confirmed position %s", p.lsn, st.confirmed)
 	}
 	sh, err := s.feedShape(ctx, f, false)
-	if errors.Is(err, connectors.ErrFeedUnavailable) {
-		return "", fmt.Errorf("%w: %w", connectors.ErrFeedLost, err)
-	}
 	if err != nil {
 		return "", err
 	}

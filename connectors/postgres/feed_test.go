@@ -332,6 +332,7 @@ func TestFeedTerminated(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("cut mid-stream: %v", err)
 	if err == nil || errors.Is(err, connectors.ErrFeedLost) || connectors.IsPermanent(err) {
 		t.Fatalf("Changes with its walsender terminated: %v, want a retryable error", err)
 	}
@@ -427,6 +428,15 @@ func TestFeedUnavailable(t *testing.T) {
 	if err := src2.DropFeed(ctx, f); err != nil {
 		t.Errorf("DropFeed of a feed that never started: %v", err)
 	}
+	// With REPLICATION but not owning the table: no publication.
+	db.exec(t, "ALTER ROLE "+role+" REPLICATION")
+	db.exec(t, "ALTER TABLE ok OWNER TO postgres")
+	if _, err := src2.StartFeed(ctx, f); !errors.Is(err, connectors.ErrFeedUnavailable) {
+		t.Errorf("role not owning the table: %v, want ErrFeedUnavailable", err)
+	}
+	if s, p := slotCount(t, db, f.Name); s != 0 || p != 0 {
+		t.Errorf("role not owning the table: %d slots, %d publications left", s, p)
+	}
 }
 
 // TestFeedNamedPublication: with `publication:` the feed uses the user's
@@ -435,8 +445,8 @@ func TestFeedNamedPublication(t *testing.T) {
 	db := feedDB(t)
 	ctx := context.Background()
 	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
-	db.exec(t, "CREATE PUBLICATION mine FOR TABLE t")
-	src, err := Open(ctx, map[string]string{"dsn": db.dsn, "publication": "mine"})
+	db.exec(t, `CREATE PUBLICATION "Mine" FOR TABLE t`)
+	src, err := Open(ctx, map[string]string{"dsn": db.dsn, "publication": "Mine"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,7 +468,7 @@ func TestFeedNamedPublication(t *testing.T) {
 	if err := src.DropFeed(ctx, f); err != nil {
 		t.Fatal(err)
 	}
-	if _, p := slotCount(t, db, "mine"); p != 1 {
+	if _, p := slotCount(t, db, "Mine"); p != 1 {
 		t.Error("the user's publication was dropped")
 	}
 	if s, _ := slotCount(t, db, f.Name); s != 0 {
@@ -466,5 +476,76 @@ func TestFeedNamedPublication(t *testing.T) {
 	}
 	if _, err := Open(ctx, map[string]string{"dsn": db.dsn, "publication": "bad-name"}); err == nil {
 		t.Error("a publication name that is not an identifier was accepted")
+	}
+}
+
+// TestFeedReleasesWAL: with only other tables changing, Changes still
+// moves the position on, and confirming it lets the slot release WAL
+// (restart_lsn advances), so an idle mirrored table does not make the
+// server keep WAL forever.
+func TestFeedReleasesWAL(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	db.exec(t, "CREATE TABLE other (id int, v text)")
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	restart := func() string {
+		var lsn string
+		if err := db.conn.QueryRow(ctx, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.Name).Scan(&lsn); err != nil {
+			t.Fatal(err)
+		}
+		return lsn
+	}
+	first := restart()
+	m := mirror{}
+	for i := 0; i < 3; i++ {
+		db.exec(t, "INSERT INTO other SELECT g, md5(g::text) FROM generate_series(1, 1000) g")
+		db.exec(t, "CHECKPOINT") // logs the running transactions a slot may restart at
+		next, ops := changes(t, src, f, pos, m, 0)
+		if len(ops) != 0 {
+			t.Fatalf("changes of another table reported: %q", ops)
+		}
+		if next == pos {
+			t.Fatalf("round %d: the position did not move past other tables' changes", i)
+		}
+		if err := src.ConfirmFeed(ctx, f, next); err != nil {
+			t.Fatal(err)
+		}
+		pos = next
+	}
+	if last := restart(); last == first {
+		t.Errorf("restart_lsn still %s after three confirmed rounds", last)
+	}
+}
+
+// TestFeedReplicaIdentityFull: a table without a primary key, with
+// REPLICA IDENTITY FULL and the import's own key column.
+func TestFeedReplicaIdentityFull(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int NOT NULL, v text, big text)")
+	db.exec(t, "ALTER TABLE t REPLICA IDENTITY FULL")
+	db.exec(t, "INSERT INTO t VALUES (1, 'a', $1), (2, 'b', NULL), (3, 'c', NULL)", bigText(100_000))
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	m := tableState(t, src, "t", 0)
+	db.exec(t, "UPDATE t SET id = 20 WHERE id = 2")
+	db.exec(t, "UPDATE t SET v = 'a2' WHERE id = 1")
+	db.exec(t, "DELETE FROM t WHERE id = 3")
+	_, ops := changes(t, src, f, pos, m, 0)
+	equalState(t, m, tableState(t, src, "t", 0))
+	if !slices.Equal(ops, []string{"delete 2", "update 20", "update 1", "delete 3"}) {
+		t.Errorf("ops %q", ops)
 	}
 }
