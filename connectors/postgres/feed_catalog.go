@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tributary-dev/tributary/connectors"
@@ -161,7 +162,7 @@ func (s *Source) feedShape(ctx context.Context, f connectors.Feed, starting bool
 		}
 		for i, fd := range sd.Fields {
 			c := newColumn(fd.Name, fd.DataTypeOID, fd.TypeModifier)
-			if c.format != binaryFormat && !byName[want[i]].enum {
+			if c.format != pgtype.BinaryFormatCode && !byName[want[i]].enum {
 				return unavailable("column %q has a type (%d) read as text, which the binary change stream cannot render the same way", want[i], fd.DataTypeOID)
 			}
 			out.cols = append(out.cols, c)
@@ -178,9 +179,6 @@ func (s *Source) feedShape(ctx context.Context, f connectors.Feed, starting bool
 	})
 	return out, err
 }
-
-// binaryFormat is the wire format code of binary values.
-const binaryFormat = 1
 
 func relColumns(ctx context.Context, conn *pgxpool.Conn, rel uint32) ([]relColumn, error) {
 	rows, err := conn.Query(ctx, `SELECT a.attname, a.atttypid, a.atttypmod, a.attgenerated <> '', t.typtype = 'e'

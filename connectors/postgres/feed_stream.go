@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tributary-dev/tributary/connectors"
@@ -24,9 +25,13 @@ const (
 	// asks the server where it is (a status update asking for a reply).
 	pingEvery = 250 * time.Millisecond
 	// stallAfter ends a Changes call whose stream has not moved for this
-	// long outside a transaction: the walsender has sent all it has,
-	// even if its position never reaches the end read at the start.
+	// long outside a transaction while less than a WAL page short of the
+	// end: the walsender has sent all it has, even if its position (a
+	// record's end) never reaches the end read at the start. A larger gap
+	// is a long decode (a big transaction of another table) that must
+	// not cut the call short again and again.
 	stallAfter = 5 * time.Second
+	walPage    = 8192
 )
 
 // Changes implements connectors.ChangeFeed. It first checks that the
@@ -152,7 +157,7 @@ func (d *decoder) run(ctx context.Context, conn *pgconn.PgConn, start, end pglog
 			if ctx.Err() != nil || !pgconn.Timeout(err) {
 				return 0, err
 			}
-			if !inTx && time.Since(moved) > stallAfter {
+			if !inTx && time.Since(moved) > stallAfter && end-walEnd < walPage {
 				return max(next, walEnd), nil
 			}
 			if err := sendStatus(ctx, conn, start, true); err != nil {
@@ -211,8 +216,17 @@ func (d *decoder) run(ctx context.Context, conn *pgconn.PgConn, start, end pglog
 						return next, nil
 					}
 				default:
+					batches := d.b.batches
 					if err := d.change(ctx, lm); err != nil {
 						return 0, err
+					}
+					// fn may take a while: a status update after each
+					// batch keeps wal_sender_timeout from ending the
+					// session while the stream waits for us.
+					if d.b.batches != batches {
+						if err := sendStatus(ctx, conn, start, false); err != nil {
+							return 0, err
+						}
 					}
 				}
 			}
@@ -300,7 +314,7 @@ func (d *decoder) value(t *pglogrepl.TupleData, i int) (v []byte, unchanged bool
 	case pglogrepl.TupleDataTypeText:
 		// Only a type without a binary send function comes as text;
 		// feedShape admitted text only for such columns (enums).
-		if d.sh.cols[i].format == binaryFormat {
+		if d.sh.cols[i].format == pgtype.BinaryFormatCode {
 			return nil, false, d.lost("column %s arrived as text", d.sh.cols[i].name)
 		}
 		return c.Data, false, nil
@@ -434,6 +448,7 @@ type batcher struct {
 	op         *array.StringBuilder
 	app        []appender
 	rows, size int
+	batches    int // handed to fn so far
 	fn         func(arrow.RecordBatch) error
 }
 
@@ -470,6 +485,7 @@ func (b *batcher) flush() error {
 	rec := b.rb.NewRecordBatch()
 	defer rec.Release()
 	b.rows, b.size = 0, 0
+	b.batches++
 	if err := b.fn(rec); err != nil {
 		return fnError{err}
 	}
