@@ -66,7 +66,7 @@ func fingerprint(names []string, types []uint32, mods []int32) uint64 {
 
 // feedShape checks that f's table can be fed exactly and describes it.
 // What makes it impossible is ErrFeedUnavailable: wal_level not logical,
-// not an ordinary table, no replica identity to carry the key of a delete
+// not an ordinary logged table, no replica identity to carry the key of a delete
 // (a publication would then even make the table's UPDATEs and DELETEs
 // fail, so none is created), a generated column asked for (pgoutput does
 // not send them), a column whose type Read takes as text (a binary stream
@@ -89,9 +89,9 @@ func (s *Source) feedShape(ctx context.Context, f connectors.Feed, starting bool
 			}
 		}
 		var rel uint32
-		var kind, ident string
-		err := conn.QueryRow(ctx, `SELECT c.oid, c.relkind::text, c.relreplident::text FROM pg_catalog.pg_class c
-			WHERE c.oid = pg_catalog.to_regclass($1)`, connectors.QuoteTable(f.Table.Name)).Scan(&rel, &kind, &ident)
+		var kind, ident, persistence string
+		err := conn.QueryRow(ctx, `SELECT c.oid, c.relkind::text, c.relreplident::text, c.relpersistence::text FROM pg_catalog.pg_class c
+			WHERE c.oid = pg_catalog.to_regclass($1)`, connectors.QuoteTable(f.Table.Name)).Scan(&rel, &kind, &ident, &persistence)
 		if errors.Is(err, pgx.ErrNoRows) {
 			if starting {
 				return connectors.Permanent(fmt.Errorf("postgres source: %s: %w: table %s", op, connectors.ErrNotFound, f.Table.Name))
@@ -103,6 +103,10 @@ func (s *Source) feedShape(ctx context.Context, f connectors.Feed, starting bool
 		}
 		if kind != "r" {
 			return unavailable("%s is not an ordinary table", f.Table.Name)
+		}
+		if persistence != "p" {
+			// An unlogged table's changes are not in the WAL at all.
+			return unavailable("%s is an unlogged or temporary table", f.Table.Name)
 		}
 		cols, err := relColumns(ctx, conn, rel)
 		if err != nil {

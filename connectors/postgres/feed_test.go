@@ -376,6 +376,8 @@ func TestFeedUnavailable(t *testing.T) {
 	db.exec(t, "CREATE TABLE nokey (id int, v text)")
 	db.exec(t, "CREATE TABLE iv (id int PRIMARY KEY, d interval)")
 	db.exec(t, "CREATE TABLE ok (id int PRIMARY KEY, v text)")
+	db.exec(t, "CREATE UNLOGGED TABLE unlogged (id int PRIMARY KEY, v text)")
+	db.exec(t, "CREATE VIEW vw AS SELECT * FROM ok")
 	for _, c := range []struct {
 		table string
 		cols  []string
