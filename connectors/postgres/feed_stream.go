@@ -23,15 +23,17 @@ import (
 const (
 	// pingEvery is how long the stream may be silent before the feed
 	// asks the server where it is (a status update asking for a reply).
-	pingEvery = 250 * time.Millisecond
-	// stallAfter ends a Changes call whose stream has not moved for this
-	// long outside a transaction while less than a WAL page short of the
-	// end: the walsender has sent all it has, even if its position (a
-	// record's end) never reaches the end read at the start. A larger gap
-	// is a long decode (a big transaction of another table) that must
-	// not cut the call short again and again.
-	stallAfter = 5 * time.Second
-	walPage    = 8192
+	pingEvery = 100 * time.Millisecond
+	// idleAnswers ends a Changes call whose pings the walsender answers
+	// this many times in a row with the same position, outside a
+	// transaction: it is waiting for WAL, having sent everything up to
+	// the end of the last complete record flushed. The end read at the
+	// start may lie beyond that record (the WAL writer flushes whole
+	// pages, so the flush position can cut a record in two), and only a
+	// committed transaction's commit record is sure to be complete. A
+	// walsender busy decoding a long transaction does not answer, so it
+	// is never taken for idle.
+	idleAnswers = 3
 )
 
 // Changes implements connectors.ChangeFeed. It first checks that the
@@ -41,8 +43,9 @@ const (
 // transaction only once it committed (a rolled-back one never appears),
 // so every change seen is committed; the stream stops after the first
 // commit at or past the end, or at the first keepalive at or past it
-// between transactions, whose position is returned: resuming there
-// replays nothing already reported. A cut connection (the walsender
+// between transactions, or when the walsender has sent all it can (see
+// idleAnswers), and returns the position of that commit or keepalive:
+// resuming there replays nothing already reported. A cut connection (the walsender
 // terminated, a network error) is a plain, retryable error; batches
 // already given to fn are replayed by the retry.
 //
@@ -146,9 +149,12 @@ func (d *decoder) run(ctx context.Context, conn *pgconn.PgConn, start, end pglog
 	if err := sendStatus(ctx, conn, start, true); err != nil {
 		return 0, err
 	}
-	next, walEnd := start, pglogrepl.LSN(0)
+	next := start
 	inTx := false
-	moved := time.Now()
+	// The walsender's last reported position, and how many answers in a
+	// row reported it. While it catches up from the slot's restart point
+	// its position moves, and may be below the one it reported first.
+	last, idle := pglogrepl.LSN(0), 0
 	for {
 		rctx, cancel := context.WithTimeout(ctx, pingEvery)
 		msg, err := conn.ReceiveMessage(rctx)
@@ -156,9 +162,6 @@ func (d *decoder) run(ctx context.Context, conn *pgconn.PgConn, start, end pglog
 		if err != nil {
 			if ctx.Err() != nil || !pgconn.Timeout(err) {
 				return 0, err
-			}
-			if !inTx && time.Since(moved) > stallAfter && end-walEnd < walPage {
-				return max(next, walEnd), nil
 			}
 			if err := sendStatus(ctx, conn, start, true); err != nil {
 				return 0, err
@@ -182,8 +185,10 @@ func (d *decoder) run(ctx context.Context, conn *pgconn.PgConn, start, end pglog
 				if err != nil {
 					return 0, err
 				}
-				if ka.ServerWALEnd > walEnd {
-					walEnd, moved = ka.ServerWALEnd, time.Now()
+				if ka.ServerWALEnd != last {
+					last, idle = ka.ServerWALEnd, 0
+				} else if idle++; !inTx && idle >= idleAnswers && last >= start {
+					return max(next, last), nil
 				}
 				// The walsender has decoded everything before its
 				// position, so every transaction committed before it
@@ -201,7 +206,7 @@ func (d *decoder) run(ctx context.Context, conn *pgconn.PgConn, start, end pglog
 				if err != nil {
 					return 0, err
 				}
-				moved = time.Now()
+				idle = 0
 				lm, err := pglogrepl.Parse(xld.WALData)
 				if err != nil {
 					return 0, fmt.Errorf("decode pgoutput message: %w", err)
