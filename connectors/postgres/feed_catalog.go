@@ -150,6 +150,8 @@ func (s *Source) feedShape(ctx context.Context, f connectors.Feed, starting bool
 		for i, name := range want {
 			c, ok := byName[name]
 			switch {
+			case !ok && !starting: // dropped since the feed started
+				return fmt.Errorf("postgres source: %s: %w: column %q of %s no longer exists", op, connectors.ErrFeedLost, name, f.Table.Name)
 			case !ok:
 				return connectors.Permanent(fmt.Errorf("postgres source: %s: %w: column %q of %s", op, connectors.ErrNotFound, name, f.Table.Name))
 			case c.generated:

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/tributary-dev/tributary/connectors"
 )
@@ -302,6 +304,17 @@ func TestFeedLost(t *testing.T) {
 	db.exec(t, "TRUNCATE t")
 	lost("truncated", f, pos)
 
+	g := f
+	g.Columns = []string{"v"}
+	pos = start(g)
+	db.exec(t, "ALTER TABLE t DROP COLUMN v")
+	lost("column of the feed dropped", g, pos)
+
+	// A type change committed together with a change.
+	pos = start(f)
+	db.exec(t, "BEGIN; ALTER TABLE t ALTER COLUMN v TYPE varchar(20); INSERT INTO t VALUES (2, 'b'); COMMIT")
+	lost("column type changed", f, pos)
+
 	lost("malformed position", f, "nonsense")
 }
 
@@ -549,5 +562,42 @@ func TestFeedReplicaIdentityFull(t *testing.T) {
 	equalState(t, m, tableState(t, src, "t", 0))
 	if !slices.Equal(ops, []string{"delete 2", "update 20", "update 1", "delete 3"}) {
 		t.Errorf("ops %q", ops)
+	}
+}
+
+// TestFeedRelationMessages: inside a stream, a Relation message whose
+// columns differ from the feed's start, or a TRUNCATE of the table, ends
+// the feed (the catalog check before streaming catches what was
+// committed before the call; these catch what comes during it).
+func TestFeedRelationMessages(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	sh, err := src.feedShape(ctx, f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &decoder{s: src, f: f, sh: sh, lost: func(format string, args ...any) error { return connectors.ErrFeedLost }}
+	col := func(name string, typ uint32) *pglogrepl.RelationMessageColumn {
+		return &pglogrepl.RelationMessageColumn{Name: name, DataType: typ, TypeModifier: -1}
+	}
+	same := &pglogrepl.RelationMessage{RelationID: sh.rel, Columns: []*pglogrepl.RelationMessageColumn{col("id", pgtype.Int4OID), col("v", pgtype.TextOID)}}
+	if err := d.change(ctx, same); err != nil {
+		t.Errorf("unchanged relation: %v", err)
+	}
+	other := &pglogrepl.RelationMessage{RelationID: sh.rel + 1, Columns: []*pglogrepl.RelationMessageColumn{col("x", pgtype.Int4OID)}}
+	if err := d.change(ctx, other); err != nil {
+		t.Errorf("another relation: %v", err)
+	}
+	for _, m := range []pglogrepl.Message{
+		&pglogrepl.RelationMessage{RelationID: sh.rel, Columns: []*pglogrepl.RelationMessageColumn{col("id", pgtype.Int4OID), col("v", pgtype.VarcharOID)}},
+		&pglogrepl.RelationMessage{RelationID: sh.rel, Columns: []*pglogrepl.RelationMessageColumn{col("id", pgtype.Int4OID)}},
+		&pglogrepl.TruncateMessage{RelationIDs: []uint32{sh.rel + 1, sh.rel}},
+	} {
+		if err := d.change(ctx, m); !errors.Is(err, connectors.ErrFeedLost) {
+			t.Errorf("%T %+v: %v, want ErrFeedLost", m, m, err)
+		}
 	}
 }
