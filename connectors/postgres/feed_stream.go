@@ -114,6 +114,7 @@ func (s *Source) changes(ctx context.Context, f connectors.Feed, pos string, fn 
 	}
 	d := &decoder{s: s, f: f, sh: sh, b: newBatcher(sh.cols, fn), lost: lost}
 	defer d.b.release()
+	defer d.closeFetch(ctx)
 	next, err := d.run(ctx, conn, p.lsn, end)
 	if err != nil {
 		var fe fnError
@@ -141,6 +142,19 @@ type decoder struct {
 	b    *batcher
 	lost func(string, ...any) error
 	vals [][]byte // one row's values, reused
+	// fetch is the pooled connection, in a read-only transaction, that
+	// reads unchanged TOASTed values; taken at the first one and kept for
+	// the call (READ COMMITTED holds no snapshot between statements, so
+	// this holds back no vacuum).
+	fetch *pgxpool.Conn
+}
+
+func (d *decoder) closeFetch(ctx context.Context) {
+	if d.fetch != nil {
+		rollback(d.fetch)
+		release(ctx, d.fetch, false)
+		d.fetch = nil
+	}
 }
 
 // run reads the stream from start until end (see Changes) and returns
@@ -429,20 +443,31 @@ func (d *decoder) fetchUnchanged(ctx context.Context, missing []int) (found bool
 		params[j], paramFormats[j] = d.vals[i], sh.cols[i].format
 	}
 	op := "read unchanged values of " + d.f.Table.Name
-	err = d.s.readOnly(ctx, op, func(conn *pgxpool.Conn) error {
-		rr := conn.Conn().PgConn().ExecParams(ctx, b.String(), params, sh.keyTypes, paramFormats, formats)
-		if rr.NextRow() {
-			found = true
-			for j, v := range rr.Values() {
-				if v != nil {
-					v = bytes.Clone(v)
-				}
-				d.vals[missing[j]] = v
-			}
+	if d.fetch == nil {
+		conn, err := d.s.pool.Acquire(ctx)
+		if err != nil {
+			return false, classify(ctx, op, err)
 		}
-		_, err := rr.Close()
-		return classify(ctx, op, err)
-	})
+		// READ COMMITTED whatever the role's default: each fetch must
+		// see the latest commit, not the snapshot of the first one.
+		if err := conn.Conn().PgConn().Exec(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY").Close(); err != nil {
+			release(ctx, conn, false)
+			return false, classify(ctx, op, err)
+		}
+		d.fetch = conn
+	}
+	rr := d.fetch.Conn().PgConn().ExecParams(ctx, b.String(), params, sh.keyTypes, paramFormats, formats)
+	if rr.NextRow() {
+		found = true
+		for j, v := range rr.Values() {
+			if v != nil {
+				v = bytes.Clone(v)
+			}
+			d.vals[missing[j]] = v
+		}
+	}
+	_, err = rr.Close()
+	err = classify(ctx, op, err)
 	return found, err
 }
 

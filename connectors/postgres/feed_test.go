@@ -225,6 +225,18 @@ func TestFeedRounds(t *testing.T) {
 	// TOASTed value an update leaves alone keeps its value.
 	db.exec(t, `UPDATE items SET id = 1003 WHERE id = 3`)
 	db.exec(t, `UPDATE items SET name = 'big unchanged' WHERE id = 5`)
+	// An update leaving a TOASTed value alone, of a row deleted later:
+	// the value cannot be read any more, the update is skipped, the
+	// delete follows.
+	db.exec(t, `INSERT INTO items (id, body) VALUES (30, $1)`, bigText(100_000))
+	db.exec(t, `UPDATE items SET name = 'doomed' WHERE id = 30`)
+	db.exec(t, `DELETE FROM items WHERE id = 30`)
+	// Unchanged, changed, unchanged again: the last read sees the change.
+	body2 := bigText(150_000)
+	db.exec(t, `INSERT INTO items (id, body) VALUES (31, $1)`, bigText(100_000))
+	db.exec(t, `UPDATE items SET name = 'one' WHERE id = 31`)
+	db.exec(t, `UPDATE items SET body = $1 WHERE id = 31`, body2)
+	db.exec(t, `UPDATE items SET name = 'two' WHERE id = 31`)
 	next2, ops2 := changes(t, src, f, next, m, 0)
 	equalState(t, m, tableState(t, src, "public.items", 0))
 	if !slices.Contains(ops2, "delete 3") || !slices.Contains(ops2, "update 1003") {
@@ -232,6 +244,12 @@ func TestFeedRounds(t *testing.T) {
 	}
 	if got := m["5"][8]; len(got) != 200_000 {
 		t.Errorf("TOASTed body of row 5 has %d bytes after an update of another column", len(got))
+	}
+	if m["31"][8] != body2 || m["31"][1] != "two" {
+		t.Errorf("row 31: name %q, body of %d bytes", m["31"][1], len(m["31"][8]))
+	}
+	if slices.Contains(ops2, "update 30") || !slices.Contains(ops2, "delete 30") {
+		t.Errorf("update of a row deleted since: ops %q", ops2)
 	}
 
 	// Nothing new: the same position comes back and nothing is reported.
