@@ -128,7 +128,7 @@ func feedError(ctx context.Context, op string, err error) error {
 	var pgErr *pgconn.PgError
 	if ctx.Err() == nil && errors.As(err, &pgErr) {
 		switch pgErr.Code {
-		case "42501", "28000", "53400", "55000":
+		case "42501", "28000", "28P01", "53400", "55000":
 			return fmt.Errorf("postgres source: %s: %w: %s (%s)", op, connectors.ErrFeedUnavailable, pgErr.Message, pgErr.Code)
 		}
 	}

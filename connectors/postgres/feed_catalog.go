@@ -178,8 +178,10 @@ func (s *Source) feedShape(ctx context.Context, f connectors.Feed, starting bool
 			out.keyIdx = append(out.keyIdx, i)
 			out.keyTypes = append(out.keyTypes, byName[k].typ)
 		}
-		if starting && s.publication != "" {
-			return s.checkPublication(ctx, conn, rel, len(names), unavailable)
+		// A feed's own publication is checked once it exists: a table
+		// taken out of it would silently stop reporting changes.
+		if !starting || s.publication != "" {
+			return publishesTable(ctx, conn, s.publicationOf(f), rel, len(names), unavailable)
 		}
 		return nil
 	})
@@ -221,10 +223,10 @@ func identityColumns(ctx context.Context, conn *pgxpool.Conn, rel uint32, ident 
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// checkPublication checks that the source's named publication publishes
-// inserts, updates and deletes of every column of the table, with no row
-// filter: the feed must report what a full read sees.
-func (s *Source) checkPublication(ctx context.Context, conn *pgxpool.Conn, rel uint32, ncols int, unavailable func(string, ...any) error) error {
+// publishesTable checks that publication pub publishes inserts,
+// updates and deletes of every column of the table, with no row filter:
+// the feed must report what a full read sees.
+func publishesTable(ctx context.Context, conn *pgxpool.Conn, pub string, rel uint32, ncols int, unavailable func(string, ...any) error) error {
 	var all, noFilter bool
 	var n int
 	err := conn.QueryRow(ctx, `SELECT p.pubinsert AND p.pubupdate AND p.pubdelete, pt.rowfilter IS NULL, cardinality(pt.attnames)
@@ -232,16 +234,16 @@ func (s *Source) checkPublication(ctx context.Context, conn *pgxpool.Conn, rel u
 		JOIN pg_catalog.pg_publication_tables pt ON pt.pubname = p.pubname
 		JOIN pg_catalog.pg_class c ON c.relname = pt.tablename
 		JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace AND n.nspname = pt.schemaname
-		WHERE p.pubname = $1 AND c.oid = $2`, s.publication, rel).Scan(&all, &noFilter, &n)
+		WHERE p.pubname = $1 AND c.oid = $2`, pub, rel).Scan(&all, &noFilter, &n)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
-		return unavailable("publication %s does not exist or does not include the table", s.publication)
+		return unavailable("publication %s does not exist or does not include the table", pub)
 	case err != nil:
-		return classify(ctx, "check publication "+s.publication, err)
+		return classify(ctx, "check publication "+pub, err)
 	case !all:
-		return unavailable("publication %s does not publish inserts, updates and deletes", s.publication)
+		return unavailable("publication %s does not publish inserts, updates and deletes", pub)
 	case !noFilter || n != ncols:
-		return unavailable("publication %s has a row filter or a column list for the table", s.publication)
+		return unavailable("publication %s has a row filter or a column list for the table", pub)
 	}
 	return nil
 }
@@ -265,15 +267,19 @@ func (s *Source) slotState(ctx context.Context, name string, wait bool) (slot, e
 		err := s.readOnly(ctx, op, func(conn *pgxpool.Conn) error {
 			var confirmed *string
 			var status string
-			err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, coalesce(wal_status, ''), active
-				FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&confirmed, &status, &st.active)
+			var ours bool
+			err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, coalesce(wal_status, ''), active,
+				coalesce(plugin = 'pgoutput' AND database = current_database(), false)
+				FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&confirmed, &status, &st.active, &ours)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
 			if err != nil {
 				return classify(ctx, op, err)
 			}
-			st.exists, st.lost = true, status == "lost"
+			// A slot of this name that is not a pgoutput slot of this
+			// database is not the feed's: it cannot be streamed.
+			st.exists, st.lost = true, status == "lost" || !ours
 			if confirmed != nil {
 				if st.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
 					return fmt.Errorf("postgres source: %s: %w", op, err)

@@ -45,9 +45,9 @@ const (
 // commit at or past the end, or at the first keepalive at or past it
 // between transactions, or when the walsender has sent all it can (see
 // idleAnswers), and returns the position of that commit or keepalive:
-// resuming there replays nothing already reported. A cut connection (the walsender
-// terminated, a network error) is a plain, retryable error; batches
-// already given to fn are replayed by the retry.
+// resuming there replays nothing already reported. A cut connection (the
+// walsender terminated, a network error) is a plain, retryable error;
+// batches already given to fn are replayed by the retry.
 //
 // The stream confirms pos, which the caller has committed, so the slot
 // releases the WAL before it as this session decodes.
@@ -86,7 +86,7 @@ func (s *Source) changes(ctx context.Context, f connectors.Feed, pos string, fn 
 	case !st.exists:
 		return "", lost("replication slot %s does not exist", f.Name)
 	case st.lost:
-		return "", lost("replication slot %s was invalidated (the WAL it needed was removed)", f.Name)
+		return "", lost("replication slot %s was invalidated (the WAL it needed was removed) or is not a pgoutput slot of this database", f.Name)
 	case st.confirmed > p.lsn:
 		return "", lost("position %s is older than the slot's confirmed position %s", p.lsn, st.confirmed)
 	}

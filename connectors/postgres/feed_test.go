@@ -334,6 +334,15 @@ func TestFeedLost(t *testing.T) {
 	lost("column type changed", f, pos)
 
 	lost("malformed position", f, "nonsense")
+
+	pos = start(f)
+	db.exec(t, "ALTER PUBLICATION "+f.Name+" DROP TABLE t")
+	lost("table taken out of the publication", f, pos)
+
+	pos = start(f)
+	db.exec(t, "SELECT pg_drop_replication_slot($1)", f.Name)
+	db.exec(t, "SELECT pg_create_logical_replication_slot($1, 'test_decoding')", f.Name)
+	lost("slot recreated by hand with another plugin", f, pos)
 }
 
 // TestFeedTerminated cuts the walsender mid-stream: a retryable error,
