@@ -628,3 +628,38 @@ func TestFeedRelationMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestFeedNames: feed names are validated before any SQL, and a table
+// name that needs quoting works through the publication, the catalog
+// look-ups and the TOAST fetch.
+func TestFeedNames(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	src := db.open(t)
+	for _, name := range []string{"", "Upper", "x; DROP TABLE t", `a"b`, strings.Repeat("a", 64)} {
+		f := connectors.Feed{Name: name, Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+		if _, err := src.StartFeed(ctx, f); !errors.Is(err, connectors.ErrBadRequest) {
+			t.Errorf("feed name %q: %v, want ErrBadRequest", name, err)
+		}
+		if err := src.DropFeed(ctx, f); !errors.Is(err, connectors.ErrBadRequest) {
+			t.Errorf("drop feed name %q: %v, want ErrBadRequest", name, err)
+		}
+	}
+	db.exec(t, `CREATE SCHEMA "Odd Schema"`)
+	db.exec(t, `CREATE TABLE "Odd Schema"."we""ird; tab" ("Key col" int PRIMARY KEY, "v""al" text)`)
+	table := `Odd Schema.we"ird; tab`
+	db.exec(t, `INSERT INTO "Odd Schema"."we""ird; tab" VALUES (1, $1)`, bigText(100_000))
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: table}, Key: []string{"Key col"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	m := tableState(t, src, table, 0)
+	db.exec(t, `UPDATE "Odd Schema"."we""ird; tab" SET "Key col" = 2`)
+	_, ops := changes(t, src, f, pos, m, 0)
+	equalState(t, m, tableState(t, src, table, 0))
+	if !slices.Equal(ops, []string{"delete 1", "update 2"}) {
+		t.Errorf("ops %q", ops)
+	}
+}
