@@ -199,10 +199,15 @@ func (d *decoder) run(ctx context.Context, conn *pgconn.PgConn, start, end pglog
 				if err != nil {
 					return 0, err
 				}
+				// Only answers to pings count: a walsender busy in a
+				// long decode sends a keepalive of its own (asking for a
+				// reply) at wal_sender_timeout/2 without moving.
 				if ka.ServerWALEnd != last {
 					last, idle = ka.ServerWALEnd, 0
-				} else if idle++; !inTx && idle >= idleAnswers && last >= start {
-					return max(next, last), nil
+				} else if !ka.ReplyRequested {
+					if idle++; !inTx && idle >= idleAnswers && last >= start {
+						return max(next, last), nil
+					}
 				}
 				// The walsender has decoded everything before its
 				// position, so every transaction committed before it
