@@ -5,11 +5,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgproto3"
@@ -17,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tributary-dev/tributary/connectors"
-	"github.com/tributary-dev/tributary/internal/arrowmem"
 )
 
 const (
@@ -147,14 +144,6 @@ type decoder struct {
 	// the call (READ COMMITTED holds no snapshot between statements, so
 	// this holds back no vacuum).
 	fetch *pgxpool.Conn
-}
-
-func (d *decoder) closeFetch(ctx context.Context) {
-	if d.fetch != nil {
-		rollback(d.fetch)
-		release(ctx, d.fetch, false)
-		d.fetch = nil
-	}
 }
 
 // run reads the stream from start until end (see Changes) and returns
@@ -415,126 +404,4 @@ func (d *decoder) row(ctx context.Context, op string, t *pglogrepl.TupleData) er
 		}
 	}
 	return d.b.add(op, d.vals)
-}
-
-// fetchUnchanged reads columns missing of the row whose key is in d.vals
-// from the table, through the read-only path Read uses, in Read's wire
-// formats, into d.vals. The value read is the current one, which may be
-// newer than this change; every change after this one is later in the
-// stream, so the mirror still ends at the table's state.
-func (d *decoder) fetchUnchanged(ctx context.Context, missing []int) (found bool, err error) {
-	sh := d.sh
-	var b strings.Builder
-	b.WriteString("SELECT ")
-	formats := make([]int16, len(missing))
-	for j, i := range missing {
-		if j > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(connectors.QuoteIdent(sh.cols[i].name))
-		formats[j] = sh.cols[i].format
-	}
-	b.WriteString(" FROM " + connectors.QuoteTable(d.f.Table.Name) + " WHERE ")
-	params := make([][]byte, len(sh.keyIdx))
-	paramFormats := make([]int16, len(sh.keyIdx))
-	for j, i := range sh.keyIdx {
-		if d.vals[i] == nil {
-			return false, d.lost("an update of %s carries no value of key column %s", d.f.Table.Name, sh.cols[i].name)
-		}
-		if j > 0 {
-			b.WriteString(" AND ")
-		}
-		fmt.Fprintf(&b, "%s = $%d", connectors.QuoteIdent(sh.cols[i].name), j+1)
-		params[j], paramFormats[j] = d.vals[i], sh.cols[i].format
-	}
-	op := "read unchanged values of " + d.f.Table.Name
-	if d.fetch == nil {
-		conn, err := d.s.pool.Acquire(ctx)
-		if err != nil {
-			return false, classify(ctx, op, err)
-		}
-		// READ COMMITTED whatever the role's default: each fetch must
-		// see the latest commit, not the snapshot of the first one.
-		if err := conn.Conn().PgConn().Exec(ctx, "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY").Close(); err != nil {
-			release(ctx, conn, false)
-			return false, classify(ctx, op, err)
-		}
-		d.fetch = conn
-	}
-	rr := d.fetch.Conn().PgConn().ExecParams(ctx, b.String(), params, sh.keyTypes, paramFormats, formats)
-	if rr.NextRow() {
-		found = true
-		for j, v := range rr.Values() {
-			if v != nil {
-				v = bytes.Clone(v)
-			}
-			d.vals[missing[j]] = v
-		}
-	}
-	_, err = rr.Close()
-	err = classify(ctx, op, err)
-	return found, err
-}
-
-// batcher builds change batches: $op, then the feed's columns decoded by
-// Read's appenders, cut at Read's limits of rows and bytes.
-type batcher struct {
-	rb         *array.RecordBuilder
-	op         *array.StringBuilder
-	app        []appender
-	rows, size int
-	batches    int // handed to fn so far
-	fn         func(arrow.RecordBatch) error
-}
-
-func newBatcher(cols []column, fn func(arrow.RecordBatch) error) *batcher {
-	fields := append([]arrow.Field{{Name: connectors.ChangeOpColumn, Type: arrow.BinaryTypes.String}}, schema(cols).Fields()...)
-	rb := array.NewRecordBuilder(new(arrowmem.Pool), arrow.NewSchema(fields, nil))
-	b := &batcher{rb: rb, op: rb.Field(0).(*array.StringBuilder), fn: fn}
-	for i := range cols {
-		b.app = append(b.app, bind(&cols[i], rb.Field(i+1)))
-	}
-	return b
-}
-
-func (b *batcher) add(op string, vals [][]byte) error {
-	b.op.Append(op)
-	for i, v := range vals {
-		if err := b.app[i](v); err != nil {
-			return err
-		}
-		b.size += len(v)
-	}
-	b.rows++
-	if b.rows == batchRows || b.size >= batchBytes {
-		return b.flush()
-	}
-	return nil
-}
-
-// flush hands the rows built so far to fn; its error is an fnError.
-func (b *batcher) flush() error {
-	if b.rows == 0 {
-		return nil
-	}
-	rec := b.rb.NewRecordBatch()
-	defer rec.Release()
-	b.rows, b.size = 0, 0
-	b.batches++
-	if err := b.fn(rec); err != nil {
-		return fnError{err}
-	}
-	return nil
-}
-
-func (b *batcher) release() { b.rb.Release() }
-
-// keepalive parses a primary keepalive message.
-func keepalive(msg pgproto3.BackendMessage) (pglogrepl.PrimaryKeepaliveMessage, bool) {
-	cd, ok := msg.(*pgproto3.CopyData)
-	if !ok || len(cd.Data) == 0 || cd.Data[0] != pglogrepl.PrimaryKeepaliveMessageByteID {
-		return pglogrepl.PrimaryKeepaliveMessage{}, false
-	}
-	ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(cd.Data[1:])
-	return ka, err == nil
 }
