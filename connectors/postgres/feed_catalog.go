@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -65,12 +66,13 @@ func fingerprint(names []string, types []uint32, mods []int32) uint64 {
 }
 
 // feedShape checks that f's table can be fed exactly and describes it.
-// What makes it impossible is ErrFeedUnavailable: wal_level not logical,
-// not an ordinary logged table, no replica identity to carry the key of a delete
-// (a publication would then even make the table's UPDATEs and DELETEs
-// fail, so none is created), a generated column asked for (pgoutput does
-// not send them), a column whose type Read takes as text (a binary stream
-// cannot render it the same), or a named publication that does not
+// What makes it impossible is ErrFeedUnavailable: a server without
+// logical replication (before 14, a standby, Redshift), wal_level not
+// logical, not an ordinary logged table, no replica identity to carry the
+// key of a delete (a publication would then even make the table's UPDATEs
+// and DELETEs fail, so none is created), a generated column asked for
+// (pgoutput does not send them), a column whose type Read takes as text
+// (a binary stream cannot render it the same), or a publication that does not
 // publish the whole table.
 func (s *Source) feedShape(ctx context.Context, f connectors.Feed, starting bool) (*shape, error) {
 	op := "change feed " + f.Name
@@ -81,11 +83,22 @@ func (s *Source) feedShape(ctx context.Context, f connectors.Feed, starting bool
 	err := s.readOnly(ctx, op, func(conn *pgxpool.Conn) error {
 		if starting {
 			var level string
-			if err := conn.QueryRow(ctx, "SELECT current_setting('wal_level')").Scan(&level); err != nil {
+			var version int
+			var standby bool
+			err := conn.QueryRow(ctx, `SELECT current_setting('wal_level'), current_setting('server_version_num')::int,
+				pg_catalog.pg_is_in_recovery()`).Scan(&level, &version, &standby)
+			var pgErr *pgconn.PgError
+			switch {
+			case errors.As(err, &pgErr): // a wire-compatible server without them (Redshift)
+				return unavailable("the server has no logical replication (%s)", pgErr.Message)
+			case err != nil:
 				return classify(ctx, op, err)
-			}
-			if level != "logical" {
+			case level != "logical":
 				return unavailable("wal_level is %s, logical replication needs logical", level)
+			case version < 140000: // pgoutput's binary mode
+				return unavailable("PostgreSQL %d.%d is older than 14", version/10000, version%10000)
+			case standby:
+				return unavailable("the server is a standby; connect to the primary")
 			}
 		}
 		var rel uint32
