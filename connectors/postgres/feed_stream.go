@@ -46,6 +46,10 @@ const (
 // walsender terminated, a network error) is a plain, retryable error;
 // batches already given to fn are replayed by the retry.
 //
+// A batch's columns are $op, then f.Columns in their order (the table's,
+// in table order, when empty), then any key column not among them, typed
+// as Read types them.
+//
 // The stream confirms pos, which the caller has committed, so the slot
 // releases the WAL before it as this session decodes.
 func (s *Source) Changes(ctx context.Context, f connectors.Feed, pos string, fn func(arrow.RecordBatch) error) (string, error) {
