@@ -663,3 +663,40 @@ func TestFeedNames(t *testing.T) {
 		t.Errorf("ops %q", ops)
 	}
 }
+
+// TestFeedColumns: a feed of some columns reports those, then the key.
+func TestFeedColumns(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (a text, id int PRIMARY KEY, b int, c bool)")
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}, Columns: []string{"c", "a"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	db.exec(t, "INSERT INTO t VALUES ('x', 1, 2, true)")
+	db.exec(t, "DELETE FROM t")
+	var rows [][]string
+	var names []string
+	if _, err := src.Changes(ctx, f, pos, func(rec arrow.RecordBatch) error {
+		names = names[:0]
+		for _, fd := range rec.Schema().Fields() {
+			names = append(names, fd.Name)
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			rows = append(rows, render(rec, i, 0))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names, []string{"$op", "c", "a", "id"}) {
+		t.Errorf("columns %q", names)
+	}
+	want := [][]string{{"insert", "true", "x", "1"}, {"delete", "NULL", "NULL", "1"}}
+	if !slices.EqualFunc(rows, want, slices.Equal[[]string]) {
+		t.Errorf("rows %q, want %q", rows, want)
+	}
+}
