@@ -359,8 +359,11 @@ func TestFeedTerminated(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
 	m := tableState(t, src, "t", 0)
+	// About 40 MB of stream, more than the socket buffers between the
+	// walsender and the feed can hold while fn blocks: the cut must come
+	// before the end has been sent.
 	for i := 0; i < 4; i++ {
-		db.exec(t, "INSERT INTO t SELECT g, md5(g::text) FROM generate_series($1::int * 10000 + 1, ($1::int + 1) * 10000) g", i)
+		db.exec(t, "INSERT INTO t SELECT g, repeat(md5(g::text), 8) FROM generate_series($1::int * 40000 + 1, ($1::int + 1) * 40000) g", i)
 	}
 	db.exec(t, "UPDATE t SET v = 'u' WHERE id % 7 = 0")
 	db.exec(t, "DELETE FROM t WHERE id % 11 = 0")
