@@ -75,3 +75,10 @@ const (
 // ErrFeedLost means a change feed cannot continue from the position asked
 // for; the caller falls back to a full keyed re-diff.
 var ErrFeedLost = errors.New("change feed lost")
+
+// ErrFeedUnavailable means a source cannot offer a change feed for this
+// table at all (no replication privilege, the warehouse not configured
+// for it, a table shape the feed cannot report exactly); the caller uses
+// the keyed re-diff for every run and may try StartFeed again later, e.g.
+// after the next restart. The error says why, for the run's log.
+var ErrFeedUnavailable = errors.New("change feed unavailable")
