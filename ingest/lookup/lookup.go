@@ -62,6 +62,9 @@ type Options struct {
 	// are sized once from the first rows instead of growing by copies,
 	// which allocated about five times the final table.
 	SizeHint int64
+	// BatchRows bounds a Stream's batches; 0 means BatchRows. Tests
+	// lower it to span several batches with a small table.
+	BatchRows int
 }
 
 // RowError is one rejected data row.

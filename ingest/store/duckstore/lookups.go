@@ -3,13 +3,14 @@ package duckstore
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
-	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -18,20 +19,19 @@ import (
 // durable at COMMIT. Uploads are rare and large; the log would only copy
 // them twice.
 
-// lookupFlushRows is how many rows the appender gathers before it hands
-// them to the transaction. Left to gather the whole table until Close, a
-// 32 MB upload (527k rows) cost 135 MiB of DuckDB memory beyond its limit;
-// flushing every 16k rows (4k gained nothing more), 78 MiB. The rows stay
-// in the one transaction: the replacement is still all or nothing.
-const lookupFlushRows = 16384
-
-// ReplaceLookup implements store.Lookups.
-func (s *Store) ReplaceLookup(ctx context.Context, project int64, id string, t *lookup.Table) error {
+// ReplaceLookup implements store.Lookups. Each batch is checked for keys
+// already stored by this replacement, appended and flushed: a batch
+// (lookup.BatchRows, 16k rows) is what the appender holds. Left to gather
+// the whole table until Close, a 32 MB upload (527k rows) cost 135 MiB of
+// DuckDB memory beyond its limit; flushing every 16k rows (4k gained
+// nothing more), 78 MiB. The rows stay in the one transaction: the
+// replacement is still all or nothing.
+func (s *Store) ReplaceLookup(ctx context.Context, project int64, id string, rows store.LookupRows) error {
 	if err := s.enter("replace lookup table"); err != nil {
 		return err
 	}
 	defer s.ops.Done()
-	cols, err := json.Marshal(t.Columns())
+	cols, err := json.Marshal(rows.Columns())
 	if err != nil {
 		return fmt.Errorf("duckstore: replace lookup table: %w", err)
 	}
@@ -60,28 +60,12 @@ func (s *Store) ReplaceLookup(ctx context.Context, project int64, id string, t *
 		if err := execArgs(ctx, c, `DELETE FROM lookup_tables WHERE project = ? AND id = ?`, project, id); err != nil {
 			return err
 		}
-		ap, err := duckdb.NewAppenderFromConn(c, "", "lookup_rows")
+		n, err := appendLookupRows(ctx, c, project, id, rows)
 		if err != nil {
 			return err
 		}
-		// The row goes in as []byte: the appender copies it into the
-		// vector, where a string would cost a copy of the table in garbage.
-		for i := range t.Len() {
-			if err := ap.AppendRow(project, id, t.Key(i), t.Row(i)); err != nil {
-				_ = ap.Clear()
-				return errors.Join(err, ap.Close())
-			}
-			if (i+1)%lookupFlushRows == 0 {
-				if err := ap.Flush(); err != nil {
-					return errors.Join(err, ap.Close())
-				}
-			}
-		}
-		if err := ap.Close(); err != nil {
-			return err
-		}
 		if err := execArgs(ctx, c, `INSERT INTO lookup_tables VALUES (?, ?, ?, ?, ?)`,
-			project, id, string(cols), int64(t.Len()), nowMs()); err != nil {
+			project, id, string(cols), n, nowMs()); err != nil {
 			return err
 		}
 		// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
@@ -95,6 +79,76 @@ func (s *Store) ReplaceLookup(ctx context.Context, project int64, id string, t *
 		return fmt.Errorf("duckstore: replace lookup table %q: %w", id, err)
 	}
 	return nil
+}
+
+// appendLookupRows appends every batch of rows inside c's transaction and
+// returns how many rows there were.
+func appendLookupRows(ctx context.Context, c *duckdb.Conn, project int64, id string, rows store.LookupRows) (n int64, err error) {
+	ap, err := duckdb.NewAppenderFromConn(c, "", "lookup_rows")
+	if err != nil {
+		return 0, err
+	}
+	defer func() {
+		if err != nil {
+			_ = ap.Clear()
+		}
+		err = errors.Join(err, ap.Close())
+	}()
+	for {
+		b, err := rows.Next()
+		if err == io.EOF {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		if n > 0 { // the first batch meets an empty table
+			stored, err := storedLookupKeys(ctx, c, project, id, b.Keys())
+			if err != nil {
+				return n, err
+			}
+			if err := b.Duplicate(stored); err != nil {
+				return n, err
+			}
+		}
+		// The row goes in as []byte: the appender copies it into the
+		// vector, where a string would cost a copy of the table in garbage.
+		for i := range b.Len() {
+			if err := ap.AppendRow(project, id, b.Key(i), b.Row(i)); err != nil {
+				return n, err
+			}
+		}
+		if err := ap.Flush(); err != nil {
+			return n, err
+		}
+		n += int64(b.Len())
+	}
+}
+
+// storedLookupKeys returns which of keys the transaction already holds
+// for the table: keys an upload repeats from an earlier batch.
+func storedLookupKeys(ctx context.Context, c *duckdb.Conn, project int64, id string, keys []string) ([]string, error) {
+	rs, err := c.QueryContext(ctx, `SELECT key FROM lookup_rows WHERE project = ? AND table_id = ? AND key IN (SELECT unnest(?::VARCHAR[]))`,
+		[]driver.NamedValue{{Ordinal: 1, Value: project}, {Ordinal: 2, Value: id}, {Ordinal: 3, Value: keys}})
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	var out []string
+	dest := make([]driver.Value, 1)
+	for {
+		switch err := rs.Next(dest); {
+		case err == io.EOF:
+			return out, nil
+		case err != nil:
+			return nil, err
+		}
+		k, ok := dest[0].(string)
+		if !ok {
+			return nil, fmt.Errorf("lookup key scanned as %T", dest[0])
+		}
+		out = append(out, k)
+	}
 }
 
 // ScanLookup implements store.Lookups.
