@@ -7,11 +7,16 @@ import (
 )
 
 // UploadMemory is the resident memory one upload in flight is reserved,
-// whatever its size: an upload streams into the store a Batch at a time
-// (lookup.BatchRows rows, at most about BatchBytes of JSON), so its cost
-// is the batch, the CSV reader's buffers and the store's appender, not
-// the table. Measured by integration TestEdgeLookupUploadMemoryBounded.
-const UploadMemory = 48 << 20
+// whatever its size. An upload streams into the store a Batch at a time
+// (BatchRows rows, at most about BatchBytes of JSON): its Go heap peaked
+// at 11 MiB for a 32 MB and a 99 MB table alike. The embedded store's
+// open transaction costs more, beyond DuckDB's own memory limit: about
+// 90 MiB plus a third of a byte per CSV byte. A server (memory_limit
+// 256MB; integration TestEdgeLookupUploadMemoryBounded) grew by 111 MiB
+// for 32 MB and 132 MiB for 99 MB, against 237 and 473 MiB when the table
+// was held whole. The size limit (DefaultMaxBytes) caps the growing part,
+// so one reservation covers the largest upload.
+const UploadMemory = 128 << 20
 
 // DefaultGateUploads is how many uploads a gate without a capacity admits.
 const DefaultGateUploads = 4

@@ -66,6 +66,15 @@ func (b *Batch) Duplicate(stored []string) error {
 	return nil
 }
 
+// DuplicateKey builds the error refusing data row row, whose key repeats
+// that of row first, for a store that finds repeated keys once every row
+// is in (its line in the CSV is not known then).
+func DuplicateKey(key string, row, first int) error {
+	errs := &RowErrors{}
+	errs.add(row, 0, "duplicate primary key %q (first in row %d)", key, first)
+	return errs
+}
+
 func (b *Batch) reset() {
 	b.keys, b.rows, b.nums, b.lines, b.buf, b.ends = b.keys[:0], b.rows[:0], b.nums[:0], b.lines[:0], b.buf[:0], b.ends[:0]
 }
