@@ -104,10 +104,10 @@ func (s *Server) handleLookupPut(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the table is larger than %d MB uncompressed", lookup.DefaultMaxBytes>>20))
 		return
 	}
-	// An upload streams into the store a batch at a time: what the gate
-	// bounds is how many batches are in memory together. Wait for a
-	// place before reading the body (its minimum rate counts from the
-	// first read).
+	// An upload streams into the store a batch at a time, so its memory
+	// is about the same whatever its size (lookup.UploadMemory); the gate
+	// bounds how many are in flight. Wait for a place before reading the
+	// body (its minimum rate counts from the first read).
 	ctx, cancel := context.WithTimeout(r.Context(), lookupWait)
 	release, err := s.lookupGate.Enter(ctx)
 	cancel()
