@@ -264,7 +264,7 @@ func TestProcessesReplaceLookup(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if err := s.ReplaceLookup(ctx, 1, "items", tb); err != nil {
+				if err := s.ReplaceLookup(ctx, 1, "items", tb.Batches()); err != nil {
 					t.Errorf("store %d, replacement %d: %v", g, i, err)
 					return
 				}
