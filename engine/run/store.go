@@ -3,7 +3,6 @@ package run
 import (
 	"context"
 
-	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -15,6 +14,6 @@ import (
 type Store interface {
 	Write(ctx context.Context, batches []store.Batch) (store.WriteResult, error)
 	Checkpoint(ctx context.Context, project int64, importID string) ([]byte, error)
-	ReplaceLookup(ctx context.Context, project int64, id string, t *lookup.Table) error
+	ReplaceLookup(ctx context.Context, project int64, id string, rows store.LookupRows) error
 	store.Members
 }
