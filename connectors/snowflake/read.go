@@ -30,6 +30,18 @@ func from(t connectors.Table) (string, error) {
 // exact, an unquoted one is upper-cased. Quoting everything keeps a name
 // from being read as SQL.
 func tableRef(name string) (string, error) {
+	parts, err := nameParts(name)
+	if err != nil {
+		return "", err
+	}
+	for i, p := range parts {
+		parts[i] = connectors.QuoteIdent(p)
+	}
+	return strings.Join(parts, "."), nil
+}
+
+// nameParts resolves the parts of a possibly qualified table name.
+func nameParts(name string) ([]string, error) {
 	var parts []string
 	s := strings.TrimSpace(name)
 	for s != "" {
@@ -46,7 +58,7 @@ func tableRef(name string) (string, error) {
 				}
 			}
 			if end >= len(s) {
-				return "", badName(name)
+				return nil, badName(name)
 			}
 			part, s = strings.ReplaceAll(s[1:end], `""`, `"`), strings.TrimSpace(s[end+1:])
 		} else {
@@ -57,20 +69,20 @@ func tableRef(name string) (string, error) {
 			part, s = strings.ToUpper(strings.TrimSpace(s[:end])), strings.TrimSpace(s[end:])
 		}
 		if part == "" {
-			return "", badName(name)
+			return nil, badName(name)
 		}
-		parts = append(parts, connectors.QuoteIdent(part))
+		parts = append(parts, part)
 		if s != "" {
 			if s[0] != '.' || len(s) == 1 {
-				return "", badName(name)
+				return nil, badName(name)
 			}
 			s = strings.TrimSpace(s[1:])
 		}
 	}
 	if len(parts) == 0 || len(parts) > 3 {
-		return "", badName(name)
+		return nil, badName(name)
 	}
-	return strings.Join(parts, "."), nil
+	return parts, nil
 }
 
 func badName(name string) error {
