@@ -176,11 +176,15 @@ func feedColumns(f connectors.Feed, ft *feedTable) ([]string, error) {
 	return want, nil
 }
 
-// now is Snowflake's clock: positions compare with its commit times.
+// now is the end of a feed's next interval: Snowflake's clock, since
+// positions compare with its commit times, less feedLag. The lag keeps a
+// transaction that commits in the same instant as (or, on another of
+// Snowflake's service nodes, a little after) the clock read out of an
+// interval already read; it is read by the next one instead.
 func (s *Source) now(ctx context.Context) (time.Time, error) {
 	var t time.Time
 	err := s.db.QueryRowContext(ctx, "SELECT CURRENT_TIMESTAMP").Scan(&t)
-	return t.UTC(), err
+	return t.UTC().Add(-s.feedLag), err
 }
 
 // StartFeed implements connectors.ChangeFeed. It creates nothing: it

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -175,7 +176,7 @@ func sameState(t *testing.T, round string, got, want map[string][]string) {
 // read when the feed started, give what Read reads now.
 func TestFeedRounds(t *testing.T) {
 	srv := newServer(t, sfserver.Config{})
-	src := openSource(t, srv)
+	src := feedSource(t, srv)
 	trackedItems(t, srv, src)
 	ctx := context.Background()
 	f := itemsFeed()
@@ -238,7 +239,7 @@ func TestFeedRounds(t *testing.T) {
 // in the order given.
 func TestFeedColumns(t *testing.T) {
 	srv := newServer(t, sfserver.Config{})
-	src := openSource(t, srv)
+	src := feedSource(t, srv)
 	trackedItems(t, srv, src)
 	ctx := context.Background()
 	f := itemsFeed()
@@ -264,7 +265,7 @@ func TestFeedColumns(t *testing.T) {
 // out of the feed as Read produces it, value for value.
 func TestFeedTypes(t *testing.T) {
 	srv := newServer(t, sfserver.Config{TZOffsetMinutes: 330})
-	src := openSource(t, srv)
+	src := feedSource(t, srv)
 	ctx := context.Background()
 	cols := []sfserver.Column{{Name: "ID", Type: "NUMBER(38,0)", NotNull: true, PrimaryKey: true}}
 	for _, ty := range []string{"INT", "FLOAT", "BOOLEAN", "VARCHAR", "TIMESTAMP_NTZ(9)", "TIMESTAMP_TZ(9)",
@@ -342,7 +343,7 @@ func TestFeedTypes(t *testing.T) {
 // the error names the ALTER TABLE to run, and the table is left as it is.
 func TestFeedTrackingOff(t *testing.T) {
 	srv := newServer(t, sfserver.Config{})
-	src := openSource(t, srv)
+	src := feedSource(t, srv)
 	ctx := context.Background()
 	if err := srv.CreateTable(ctx, items, itemCols, nil); err != nil {
 		t.Fatal(err)
@@ -379,7 +380,7 @@ func TestFeedTrackingOff(t *testing.T) {
 func lost(t *testing.T, why string, breakIt func(*sfserver.Server, *Source), restarts bool) {
 	t.Helper()
 	srv := newServer(t, sfserver.Config{})
-	src := openSource(t, srv)
+	src := feedSource(t, srv)
 	trackedItems(t, srv, src)
 	ctx := context.Background()
 	f := itemsFeed()
@@ -457,7 +458,7 @@ func TestFeedLost(t *testing.T) {
 	})
 	t.Run("malformed position", func(t *testing.T) {
 		srv := newServer(t, sfserver.Config{})
-		src := openSource(t, srv)
+		src := feedSource(t, srv)
 		trackedItems(t, srv, src)
 		_, err := src.Changes(ctx, itemsFeed(), "0/16B3748;1;2", func(arrow.RecordBatch) error { return nil })
 		if !errors.Is(err, connectors.ErrFeedLost) {
@@ -471,7 +472,7 @@ func TestFeedLost(t *testing.T) {
 // still readable again and change tracking stays on after a drop.
 func TestFeedConfirmAndDrop(t *testing.T) {
 	srv := newServer(t, sfserver.Config{})
-	src := openSource(t, srv)
+	src := feedSource(t, srv)
 	trackedItems(t, srv, src)
 	ctx := context.Background()
 	f := itemsFeed()
@@ -510,5 +511,99 @@ func TestFeedConfirmAndDrop(t *testing.T) {
 	}
 	if cs, _ := changes(t, src, f, next, feedSchema(readSchema)); len(cs) != 0 {
 		t.Fatalf("changes after the last position: %v", cs)
+	}
+}
+
+// feedSource opens a source whose feeds read up to Snowflake's clock,
+// so a change is seen by the next Changes call.
+func feedSource(t *testing.T, srv *sfserver.Server) *Source {
+	src := openSource(t, srv)
+	src.feedLag = 0
+	return src
+}
+
+// TestFeedLag: with the default lag a change made just now is left to
+// the interval after, and read there.
+func TestFeedLag(t *testing.T) {
+	srv := newServer(t, sfserver.Config{})
+	src := openSource(t, srv)
+	trackedItems(t, srv, src)
+	ctx := context.Background()
+	f := itemsFeed()
+	time.Sleep(src.feedLag) // StartFeed's position is after tracking began
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSchema, _ := readAll(t, src, items, nil)
+	exec(t, srv, `DELETE FROM "ITEMS" WHERE ID = 1`)
+	cs, next := changes(t, src, f, pos, feedSchema(readSchema))
+	if len(cs) != 0 {
+		t.Fatalf("a change of this instant read already: %v", cs)
+	}
+	time.Sleep(src.feedLag + 100*time.Millisecond)
+	if cs, _ := changes(t, src, f, next, feedSchema(readSchema)); fmt.Sprint(opsOf(cs)) != "[delete 1]" {
+		t.Fatalf("next interval: %v", opsOf(cs))
+	}
+}
+
+// TestChangesClause checks the local server's CHANGES clause against
+// Snowflake's documented semantics, in plain Snowflake SQL: the net delta
+// per row, an update as a DELETE and INSERT pair with METADATA$ISUPDATE
+// and one METADATA$ROW_ID, a row inserted and deleted within the interval
+// absent, and END bounding the interval.
+func TestChangesClause(t *testing.T) {
+	srv := newServer(t, sfserver.Config{})
+	src := feedSource(t, srv)
+	trackedItems(t, srv, src)
+	ctx := context.Background()
+	start, err := src.now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, srv,
+		`UPDATE "ITEMS" SET NAME = 'uno' WHERE ID = 1`,
+		`DELETE FROM "ITEMS" WHERE ID = 2`,
+		`INSERT INTO "ITEMS" VALUES (5, 'five', NULL, NULL), (6, 'six', NULL, NULL)`,
+		`DELETE FROM "ITEMS" WHERE ID = 6`)
+	mid, err := src.now(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exec(t, srv, `DELETE FROM "ITEMS" WHERE ID = 5`)
+	query := func(end string) []string {
+		rows, err := src.db.QueryContext(ctx, fmt.Sprintf(`SELECT ID, NAME, METADATA$ACTION, METADATA$ISUPDATE, METADATA$ROW_ID
+			FROM ITEMS CHANGES(INFORMATION => DEFAULT) AT(TIMESTAMP => TO_TIMESTAMP_LTZ(%d, 9)) %s
+			ORDER BY ID, METADATA$ACTION`, start.UnixNano(), end))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		rowIDs := map[string]string{}
+		for rows.Next() {
+			var id, name, action, rowID string
+			var isUpdate bool
+			if err := rows.Scan(&id, &name, &action, &isUpdate, &rowID); err != nil {
+				t.Fatal(err)
+			}
+			if prev, ok := rowIDs[id]; ok && prev != rowID {
+				t.Fatalf("row %s has row ids %s and %s", id, prev, rowID)
+			}
+			rowIDs[id] = rowID
+			out = append(out, fmt.Sprintf("%s %s %s %v", id, name, action, isUpdate))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	want := "[1 one DELETE true 1 uno INSERT true 2 two DELETE false 5 five INSERT false]"
+	if got := fmt.Sprint(query(fmt.Sprintf("END(TIMESTAMP => TO_TIMESTAMP_LTZ(%d, 9))", mid.UnixNano()))); got != want {
+		t.Fatalf("to mid:\n%s\nwant\n%s", got, want)
+	}
+	want = "[1 one DELETE true 1 uno INSERT true 2 two DELETE false]"
+	if got := fmt.Sprint(query("")); got != want {
+		t.Fatalf("to now:\n%s\nwant\n%s", got, want)
 	}
 }
