@@ -114,24 +114,19 @@ func (s *Source) lookupTable(ctx context.Context, t connectors.Table) (*feedTabl
 		quoted[i] = connectors.QuoteIdent(p)
 	}
 	ref := strings.Join(quoted, ".")
-	show := "SHOW TABLES LIKE " + sqlString(parts[len(parts)-1])
-	if len(parts) > 1 {
-		show += " IN SCHEMA " + strings.Join(quoted[:len(quoted)-1], ".")
-	}
+	// IN SCHEMA without a name is the session's schema, where an
+	// unqualified name resolves.
+	show := strings.TrimSpace("SHOW TABLES LIKE " + sqlString(parts[len(parts)-1]) + " IN SCHEMA " + strings.Join(quoted[:len(quoted)-1], "."))
 	rows, err := s.textRows(ctx, show)
 	if err != nil {
 		return nil, err
 	}
 	out := &feedTable{ref: ref}
 	for _, r := range rows {
-		// LIKE's _ and % match more than the name, and without a schema
-		// SHOW may list other schemas' tables of the name.
+		// LIKE's _ and % match more than the name.
 		if r["name"] != parts[len(parts)-1] || (len(parts) > 1 && r["schema_name"] != parts[len(parts)-2]) ||
 			(len(parts) > 2 && r["database_name"] != parts[0]) {
 			continue
-		}
-		if out.exists {
-			return nil, connectors.Permanent(fmt.Errorf("%w: %s names tables in several schemas: qualify it", connectors.ErrBadRequest, t.Name))
 		}
 		out.exists = true
 		out.identity = hash(r["database_name"], r["schema_name"], r["created_on"])
@@ -189,8 +184,9 @@ func (s *Source) now(ctx context.Context) (time.Time, error) {
 
 // StartFeed implements connectors.ChangeFeed. It creates nothing: it
 // checks that the table exists with change tracking on (else
-// ErrFeedUnavailable, naming the ALTER TABLE to run) and that the
-// columns exist, and returns Snowflake's current time as the position.
+// ErrFeedUnavailable, naming the ALTER TABLE to run; a view is
+// unavailable too) and that the columns exist, and returns Snowflake's
+// current time (less feedLag) as the position.
 func (s *Source) StartFeed(ctx context.Context, f connectors.Feed) (string, error) {
 	if err := checkFeed(f); err != nil {
 		return "", err
@@ -201,7 +197,9 @@ func (s *Source) StartFeed(ctx context.Context, f connectors.Feed) (string, erro
 		return "", classify(ctx, op, err)
 	}
 	if !ft.exists {
-		return "", connectors.Permanent(fmt.Errorf("snowflake source: %s: %w: table %s does not exist or not authorized", op, connectors.ErrNotFound, f.Table.Name))
+		// A view, or a table the role cannot see: the keyed re-diff reads
+		// a view fine, and reports a missing table by itself.
+		return "", fmt.Errorf("snowflake source: %s: %w: %s is not a table the role can see (a view has no change feed here)", op, connectors.ErrFeedUnavailable, f.Table.Name)
 	}
 	if !ft.tracking {
 		return "", fmt.Errorf("snowflake source: %s: %w: change tracking is off on %s; its owner can turn it on with: ALTER TABLE %s SET CHANGE_TRACKING = TRUE",

@@ -243,6 +243,7 @@ func TestFeedColumns(t *testing.T) {
 	trackedItems(t, srv, src)
 	ctx := context.Background()
 	f := itemsFeed()
+	f.Table.Name = "items" // unqualified, unquoted: PUBLIC.ITEMS
 	f.Columns = []string{"AMOUNT", "NAME"}
 	pos, err := src.StartFeed(ctx, f)
 	if err != nil {
@@ -370,8 +371,8 @@ func TestFeedTrackingOff(t *testing.T) {
 	if _, err := src.StartFeed(ctx, q); !errors.Is(err, connectors.ErrFeedUnavailable) {
 		t.Fatalf("query: %v", err)
 	}
-	if _, err := src.StartFeed(ctx, connectors.Feed{Name: "x", Table: connectors.Table{Name: "PUBLIC.MISSING"}, Key: []string{"ID"}}); !errors.Is(err, connectors.ErrNotFound) {
-		t.Fatalf("missing table: %v", err)
+	if _, err := src.StartFeed(ctx, connectors.Feed{Name: "x", Table: connectors.Table{Name: "PUBLIC.MISSING"}, Key: []string{"ID"}}); !errors.Is(err, connectors.ErrFeedUnavailable) {
+		t.Fatalf("missing table (or a view): %v", err)
 	}
 }
 
@@ -605,5 +606,42 @@ func TestChangesClause(t *testing.T) {
 	want = "[1 one DELETE true 1 uno INSERT true 2 two DELETE false]"
 	if got := fmt.Sprint(query("")); got != want {
 		t.Fatalf("to now:\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestFeedOddNames: a table whose name holds a quote and LIKE's
+// wildcards, beside one the wildcards match, in a schema of its own.
+func TestFeedOddNames(t *testing.T) {
+	srv := newServer(t, sfserver.Config{})
+	src := feedSource(t, srv)
+	ctx := context.Background()
+	odd := `"Odd Schema"."it's_%x"`
+	for _, name := range []string{odd, `"Odd Schema"."IT'S_AX"`} {
+		if err := srv.CreateTable(ctx, name, itemCols, [][]any{{1, "one", nil, nil}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := connectors.Feed{Name: "tributary_odd", Table: connectors.Table{Name: odd}, Key: []string{"ID"}}
+	if _, err := src.StartFeed(ctx, f); !errors.Is(err, connectors.ErrFeedUnavailable) ||
+		!strings.Contains(err.Error(), `ALTER TABLE "Odd Schema"."it's_%x" SET CHANGE_TRACKING = TRUE`) {
+		t.Fatalf("StartFeed before tracking: %v", err)
+	}
+	if _, err := src.db.ExecContext(ctx, `ALTER TABLE `+odd+` SET CHANGE_TRACKING = TRUE`); err != nil {
+		t.Fatal(err)
+	}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSchema, _ := readAll(t, src, odd, nil)
+	if err := srv.Exec(ctx, odd, `UPDATE "Odd Schema"."it's_%x" SET NAME = 'uno'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.Exec(ctx, `"Odd Schema"."IT'S_AX"`, `DELETE FROM "Odd Schema"."IT'S_AX"`); err != nil {
+		t.Fatal(err)
+	}
+	cs, _ := changes(t, src, f, pos, feedSchema(readSchema))
+	if got := fmt.Sprint(cs); got != "[{update [1 uno (null) (null)]}]" {
+		t.Fatalf("changes %s", got)
 	}
 }

@@ -56,7 +56,7 @@ func (t *table) beforeTable() string {
 }
 
 var (
-	showTablesRE = regexp.MustCompile(`(?is)^SHOW\s+TABLES(?:\s+LIKE\s+'((?:[^']|'')*)')?(?:\s+IN\s+(?:SCHEMA\s+)?(.+?))?\s*;?$`)
+	showTablesRE = regexp.MustCompile(`(?is)^SHOW\s+TABLES(?:\s+LIKE\s+'((?:[^']|'')*)')?(?:\s+IN\s+SCHEMA(?:\s+(.+?))?)?\s*;?$`)
 	alterTableRE = regexp.MustCompile(`(?is)^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(.+?)\s+SET\s+(CHANGE_TRACKING|DATA_RETENTION_TIME_IN_DAYS)\s*=\s*(\w+)\s*;?$`)
 	changesRE    = regexp.MustCompile(`(?is)\bFROM\s+((?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)(?:\s*\.\s*(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)){0,2})\s+CHANGES\s*\(\s*INFORMATION\s*=>\s*(\w+)\s*\)\s*AT\s*\(\s*(\w+)\s*=>\s*([^()]*(?:\([^()]*\))?)\s*\)(?:\s*END\s*\(\s*(\w+)\s*=>\s*([^()]*(?:\([^()]*\))?)\s*\))?`)
 	ltzRE        = regexp.MustCompile(`(?i)^TO_TIMESTAMP_LTZ\(\s*(\d+)\s*,\s*(\d)\s*\)$`)
@@ -92,8 +92,9 @@ func point(kind, expr string) (time.Time, error) {
 }
 
 // changesQuery answers a CHANGES clause: it computes the delta into a
-// table of the results schema and returns q's SQL reading that instead,
-// with the table queried. Without a CHANGES clause it returns q's SQL and
+// table of the results schema (dropped once the result is made; see
+// deltaTable) and returns q's SQL reading that instead, with the table
+// queried. Without a CHANGES clause it returns q's SQL and
 // a nil table.
 func (s *Server) changesQuery(ctx context.Context, q *query) (string, *table, error) {
 	m := changesRE.FindStringSubmatchIndex(q.sql)
@@ -133,11 +134,13 @@ func (s *Server) changesQuery(ctx context.Context, q *query) (string, *table, er
 	if !tr.on || from.Before(tr.since) {
 		return "", nil, &sfError{"091930", "2F003", fmt.Sprintf("SQL compilation error: Change tracking is not enabled or has been missing for the time range requested on table '%s'.", t.key())}
 	}
+	s.mu.Lock()
 	cols := make([]string, len(t.cols))
 	for i, c := range t.cols {
 		cols[i] = quote(c.Name)
 	}
-	delta := "memory.results." + quote("d_"+q.id)
+	s.mu.Unlock()
+	delta := deltaTable(q)
 	// The interval is (from, to]: AT's state already holds what
 	// committed at from, and END is inclusive.
 	_, err = s.db.ExecContext(ctx, "CREATE TABLE "+delta+" AS SELECT "+strings.Join(cols, ", ")+`,
@@ -153,11 +156,10 @@ func (s *Server) changesQuery(ctx context.Context, q *query) (string, *table, er
 	if err != nil {
 		return "", nil, err
 	}
-	s.mu.Lock()
-	q.sess.results = append(q.sess.results, "d_"+q.id)
-	s.mu.Unlock()
 	return q.sql[:m[0]] + "FROM " + delta + q.sql[m[1]:], t, nil
 }
+
+func deltaTable(q *query) string { return "memory.results." + quote("d_"+q.id) }
 
 // ensureLog creates t's change log.
 func (s *Server) ensureLog(ctx context.Context, t *table) error {
@@ -209,7 +211,8 @@ func (s *Server) alterTable(ctx context.Context, q *query, name, prop, value str
 }
 
 // showTables lists the tables matching like (SQL LIKE, case-insensitive)
-// in scope (a schema; default the session's), with the columns of
+// in scope (IN SCHEMA [name]; no name or no IN is the session's schema),
+// with the columns of
 // Snowflake's SHOW TABLES the connector reads.
 func (s *Server) showTables(q *query, like, scope string) (map[string]any, error) {
 	db, schema := q.sess.database, q.sess.schema

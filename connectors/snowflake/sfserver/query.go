@@ -308,7 +308,11 @@ func (s *Server) run(ctx context.Context, q *query) (map[string]any, error) {
 	if q.describeOnly {
 		stmt = "SELECT * FROM (" + stmt + ") AS d LIMIT 0"
 	}
-	if err := s.materialize(ctx, q, stmt); err != nil {
+	err = s.materialize(ctx, q, stmt)
+	if changes {
+		_, _ = s.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+deltaTable(q))
+	}
+	if err != nil {
 		return nil, err
 	}
 	var fields []arrow.Field

@@ -347,7 +347,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	for _, id := range drop {
-		_, _ = s.db.Exec("DROP TABLE IF EXISTS memory.results." + quote(id))
+		_, _ = s.db.Exec("DROP TABLE IF EXISTS memory.results." + quote("r_"+id))
 	}
 	ok(w, nil)
 }
