@@ -266,28 +266,7 @@ func (s *Source) Changes(ctx context.Context, f connectors.Feed, pos string, fn 
 		return pos, nil
 	}
 	err = s.query(ctx, changesSQL(ft.ref, cols, f.Key, p.at, end), nil, false, func(rows driver.Rows, rcols []column) error {
-		sr, ok := rows.(sf.SnowflakeRows)
-		if !ok {
-			return fmt.Errorf("driver rows %T have no Arrow batches", rows)
-		}
-		batches, err := sr.GetArrowBatches()
-		if err != nil {
-			return err
-		}
-		schema := schemaOf(rcols)
-		for _, b := range batches {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			recs, err := b.WithContext(ctx).Fetch()
-			if err != nil {
-				return err
-			}
-			if err := emit(schema, rcols, *recs, fn); err != nil {
-				return err
-			}
-		}
-		return nil
+		return batches(ctx, rows, rcols, fn)
 	})
 	var fe fnError
 	if errors.As(err, &fe) {

@@ -105,34 +105,39 @@ func (s *Source) Read(ctx context.Context, req connectors.ReadRequest, fn func(a
 	query, args := connectors.SelectSQL(dialect, ref, req)
 	op := "read " + req.Table.String()
 	err = s.query(ctx, query, args, false, func(rows driver.Rows, cols []column) error {
-		sr, ok := rows.(sf.SnowflakeRows)
-		if !ok {
-			return fmt.Errorf("driver rows %T have no Arrow batches", rows)
-		}
-		batches, err := sr.GetArrowBatches()
-		if err != nil {
-			return err
-		}
-		schema := schemaOf(cols)
-		for _, b := range batches {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			recs, err := b.WithContext(ctx).Fetch()
-			if err != nil {
-				return err
-			}
-			if err := emit(schema, cols, *recs, fn); err != nil {
-				return err
-			}
-		}
-		return nil
+		return batches(ctx, rows, cols, fn)
 	})
 	var fe fnError
 	if errors.As(err, &fe) {
 		return fe.err
 	}
 	return classify(ctx, op, err)
+}
+
+// batches hands over a result's rows as converted record batches.
+func batches(ctx context.Context, rows driver.Rows, cols []column, fn func(arrow.RecordBatch) error) error {
+	sr, ok := rows.(sf.SnowflakeRows)
+	if !ok {
+		return fmt.Errorf("driver rows %T have no Arrow batches", rows)
+	}
+	bs, err := sr.GetArrowBatches()
+	if err != nil {
+		return err
+	}
+	schema := schemaOf(cols)
+	for _, b := range bs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		recs, err := b.WithContext(ctx).Fetch()
+		if err != nil {
+			return err
+		}
+		if err := emit(schema, cols, *recs, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fnError carries the callback's own error out unclassified.
