@@ -334,8 +334,10 @@ func TestFeedTypes(t *testing.T) {
 			a.Release()
 			b.Release()
 		}
-		if c.Column(0).ValueStr(j%3) != connectors.ChangeInsert {
-			t.Fatalf("op %q", c.Column(0).ValueStr(j%3))
+	}
+	for i := 0; i < 3; i++ {
+		if op := c.Column(0).ValueStr(i); op != connectors.ChangeInsert {
+			t.Fatalf("row %d: op %q", i, op)
 		}
 	}
 }

@@ -295,7 +295,7 @@ func (s *Server) run(ctx context.Context, q *query) (map[string]any, error) {
 	changes := base != nil
 	for _, m := range fromRE.FindAllStringSubmatch(stmt, -1) {
 		if changes {
-			break
+			break // the delta table is not in the catalog
 		}
 		t, err := s.lookup(q.sess, m[1])
 		if err != nil {
