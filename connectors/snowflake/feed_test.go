@@ -647,3 +647,33 @@ func TestFeedOddNames(t *testing.T) {
 		t.Fatalf("changes %s", got)
 	}
 }
+
+// TestFeedChunks: changes spanning many result chunks keep their order
+// (every delete first) and add up to the table.
+func TestFeedChunks(t *testing.T) {
+	srv := newServer(t, sfserver.Config{InlineRows: 5, ChunkRows: 7})
+	src := feedSource(t, srv)
+	trackedItems(t, srv, src)
+	ctx := context.Background()
+	f := itemsFeed()
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	readSchema, state := readAll(t, src, items, nil)
+	exec(t, srv,
+		`INSERT INTO "ITEMS" SELECT i, 'row ' || i, i / 100, NULL FROM range(100, 200) AS g(i)`,
+		`DELETE FROM "ITEMS" WHERE ID % 3 = 0`,
+		`UPDATE "ITEMS" SET NAME = NAME || '!' WHERE ID % 5 = 0`,
+		`UPDATE "ITEMS" SET ID = ID + 1000 WHERE ID % 7 = 0`)
+	cs, _ := changes(t, src, f, pos, feedSchema(readSchema))
+	if len(cs) < 60 {
+		t.Fatalf("%d changes", len(cs))
+	}
+	apply(t, state, cs)
+	_, table := readAll(t, src, items, nil)
+	sameState(t, "chunks", state, table)
+	if st := srv.Stats(); st.Chunks < 5 {
+		t.Fatalf("%d chunks fetched", st.Chunks)
+	}
+}
