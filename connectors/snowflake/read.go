@@ -30,6 +30,18 @@ func from(t connectors.Table) (string, error) {
 // exact, an unquoted one is upper-cased. Quoting everything keeps a name
 // from being read as SQL.
 func tableRef(name string) (string, error) {
+	parts, err := nameParts(name)
+	if err != nil {
+		return "", err
+	}
+	for i, p := range parts {
+		parts[i] = connectors.QuoteIdent(p)
+	}
+	return strings.Join(parts, "."), nil
+}
+
+// nameParts resolves the parts of a possibly qualified table name.
+func nameParts(name string) ([]string, error) {
 	var parts []string
 	s := strings.TrimSpace(name)
 	for s != "" {
@@ -46,7 +58,7 @@ func tableRef(name string) (string, error) {
 				}
 			}
 			if end >= len(s) {
-				return "", badName(name)
+				return nil, badName(name)
 			}
 			part, s = strings.ReplaceAll(s[1:end], `""`, `"`), strings.TrimSpace(s[end+1:])
 		} else {
@@ -57,20 +69,20 @@ func tableRef(name string) (string, error) {
 			part, s = strings.ToUpper(strings.TrimSpace(s[:end])), strings.TrimSpace(s[end:])
 		}
 		if part == "" {
-			return "", badName(name)
+			return nil, badName(name)
 		}
-		parts = append(parts, connectors.QuoteIdent(part))
+		parts = append(parts, part)
 		if s != "" {
 			if s[0] != '.' || len(s) == 1 {
-				return "", badName(name)
+				return nil, badName(name)
 			}
 			s = strings.TrimSpace(s[1:])
 		}
 	}
 	if len(parts) == 0 || len(parts) > 3 {
-		return "", badName(name)
+		return nil, badName(name)
 	}
-	return strings.Join(parts, "."), nil
+	return parts, nil
 }
 
 func badName(name string) error {
@@ -93,34 +105,39 @@ func (s *Source) Read(ctx context.Context, req connectors.ReadRequest, fn func(a
 	query, args := connectors.SelectSQL(dialect, ref, req)
 	op := "read " + req.Table.String()
 	err = s.query(ctx, query, args, false, func(rows driver.Rows, cols []column) error {
-		sr, ok := rows.(sf.SnowflakeRows)
-		if !ok {
-			return fmt.Errorf("driver rows %T have no Arrow batches", rows)
-		}
-		batches, err := sr.GetArrowBatches()
-		if err != nil {
-			return err
-		}
-		schema := schemaOf(cols)
-		for _, b := range batches {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			recs, err := b.WithContext(ctx).Fetch()
-			if err != nil {
-				return err
-			}
-			if err := emit(schema, cols, *recs, fn); err != nil {
-				return err
-			}
-		}
-		return nil
+		return batches(ctx, rows, cols, fn)
 	})
 	var fe fnError
 	if errors.As(err, &fe) {
 		return fe.err
 	}
 	return classify(ctx, op, err)
+}
+
+// batches hands over a result's rows as converted record batches.
+func batches(ctx context.Context, rows driver.Rows, cols []column, fn func(arrow.RecordBatch) error) error {
+	sr, ok := rows.(sf.SnowflakeRows)
+	if !ok {
+		return fmt.Errorf("driver rows %T have no Arrow batches", rows)
+	}
+	bs, err := sr.GetArrowBatches()
+	if err != nil {
+		return err
+	}
+	schema := schemaOf(cols)
+	for _, b := range bs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		recs, err := b.WithContext(ctx).Fetch()
+		if err != nil {
+			return err
+		}
+		if err := emit(schema, cols, *recs, fn); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fnError carries the callback's own error out unclassified.

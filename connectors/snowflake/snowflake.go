@@ -145,6 +145,9 @@ func parseKey(text string) (*rsa.PrivateKey, error) {
 type Source struct {
 	db  *sql.DB
 	cfg sf.Config
+	// feedLag is how far behind Snowflake's clock a change feed reads
+	// (feed.go); tests set it to 0.
+	feedLag time.Duration
 }
 
 // Open connects with fields (see Kind) and logs in, so bad credentials
@@ -173,7 +176,7 @@ func open(ctx context.Context, cfg *sf.Config) (*Source, error) {
 		db.Close()
 		return nil, classify(ctx, "connect", err)
 	}
-	return &Source{db: db, cfg: *cfg}, nil
+	return &Source{db: db, cfg: *cfg, feedLag: time.Second}, nil
 }
 
 // Close logs every session out.

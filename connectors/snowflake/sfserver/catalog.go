@@ -108,6 +108,7 @@ type table struct {
 	db, schema, name string
 	cols             []Column
 	types            []sfType
+	track            tracking // change tracking state (changes.go)
 }
 
 func (t *table) key() string { return t.db + "." + t.schema + "." + t.name }
@@ -275,6 +276,8 @@ func (s *Server) define(ctx context.Context, name string, cols []Column) (*table
 		return nil, fmt.Errorf("sfserver: create %s: %w", t.key(), err)
 	}
 	s.mu.Lock()
+	s.seq++
+	t.track = tracking{id: int64(s.seq), created: now(), retentionDays: 1}
 	s.tables[t.key()] = t
 	s.mu.Unlock()
 	return t, nil

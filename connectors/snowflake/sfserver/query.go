@@ -274,14 +274,29 @@ func (s *Server) run(ctx context.Context, q *query) (map[string]any, error) {
 	if m := showPKRE.FindStringSubmatch(q.sql); m != nil {
 		return s.showPrimaryKeys(q, m[1])
 	}
+	if m := showTablesRE.FindStringSubmatch(q.sql); m != nil {
+		return s.showTables(q, m[1], m[2])
+	}
+	if m := alterTableRE.FindStringSubmatch(q.sql); m != nil {
+		return s.alterTable(ctx, q, m[1], m[2], m[3])
+	}
 	if strings.HasPrefix(strings.ToUpper(q.sql), "ALTER SESSION") {
 		return jsonResult(q, nil, nil), nil
 	}
 	if !isSelect(q.sql) {
 		return nil, &sfError{"001003", "42000", "SQL compilation error: unsupported statement for sfserver"}
 	}
-	var base *table
-	for _, m := range fromRE.FindAllStringSubmatch(q.sql, -1) {
+	// A CHANGES clause is answered from the table's change log
+	// (changes.go) and the statement rewritten to read that.
+	stmt, base, err := s.changesQuery(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	changes := base != nil
+	for _, m := range fromRE.FindAllStringSubmatch(stmt, -1) {
+		if changes {
+			break // the delta table is not in the catalog
+		}
 		t, err := s.lookup(q.sess, m[1])
 		if err != nil {
 			return nil, err
@@ -290,15 +305,18 @@ func (s *Server) run(ctx context.Context, q *query) (map[string]any, error) {
 			base = t
 		}
 	}
-	stmt := q.sql
 	if q.describeOnly {
 		stmt = "SELECT * FROM (" + stmt + ") AS d LIMIT 0"
 	}
-	if err := s.materialize(ctx, q, stmt); err != nil {
+	err = s.materialize(ctx, q, stmt)
+	if changes {
+		_, _ = s.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+deltaTable(q))
+	}
+	if err != nil {
 		return nil, err
 	}
 	var fields []arrow.Field
-	err := s.arrowQuery(ctx, "SELECT * FROM "+q.resultTable()+" LIMIT 0", nil, func(rr array.RecordReader) error {
+	err = s.arrowQuery(ctx, "SELECT * FROM "+q.resultTable()+" LIMIT 0", nil, func(rr array.RecordReader) error {
 		fields = rr.Schema().Fields()
 		return nil
 	})
@@ -310,6 +328,8 @@ func (s *Server) run(ctx context.Context, q *query) (map[string]any, error) {
 		if base != nil {
 			if i, ok := base.column(f.Name); ok && typeMatches(base.types[i], f.Type) {
 				c.t, c.nullable, c.table = base.types[i], !base.cols[i].NotNull, base
+				// A CHANGES query's deletes may null any column.
+				c.nullable = c.nullable || changes
 			}
 		}
 		q.cols = append(q.cols, c)

@@ -11,7 +11,8 @@
 // and the rest as gzipped chunks fetched by GET, "still running" (333333)
 // answers polled through the result URL, query abort, describe-only
 // queries, DESCRIBE TABLE and SHOW PRIMARY KEYS (as JSON rowsets),
-// telemetry and session close.
+// telemetry and session close; change tracking (ALTER TABLE … SET
+// CHANGE_TRACKING, SHOW TABLES, CHANGES … AT … END queries: changes.go).
 //
 // Queries run in an embedded DuckDB holding the tables, so the SQL the
 // connector generates is really evaluated. Only what the connector emits
@@ -77,6 +78,7 @@ type Server struct {
 	db   *sql.DB
 	http *httptest.Server
 
+	dml      sync.Mutex // Exec, AddColumn and DropTable, one at a time
 	mu       sync.Mutex
 	tables   map[string]*table
 	sessions map[string]*session // by session token
@@ -345,7 +347,7 @@ func (s *Server) closeSession(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	for _, id := range drop {
-		_, _ = s.db.Exec("DROP TABLE IF EXISTS memory.results." + quote(id))
+		_, _ = s.db.Exec("DROP TABLE IF EXISTS memory.results." + quote("r_"+id))
 	}
 	ok(w, nil)
 }
