@@ -175,7 +175,7 @@ func (c *Console) handleSignIn(w http.ResponseWriter, r *http.Request) {
 	}
 	id, se := c.sessions.create(in.Username)
 	http.SetCookie(w, &http.Cookie{Name: CookieName, Value: id, Path: "/", HttpOnly: true, Secure: c.opt.Secure,
-		SameSite: http.SameSiteStrictMode, Expires: se.expires, MaxAge: int(time.Until(se.expires).Seconds())})
+		SameSite: http.SameSiteStrictMode, Expires: se.expires, MaxAge: int(se.expires.Sub(c.opt.Now()).Seconds())})
 	c.opt.Logger.Info("console sign-in", "account", in.Username)
 	writeJSON(w, http.StatusOK, c.view(se))
 }
@@ -203,13 +203,16 @@ func (c *Console) handleSignOut(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
-// quietChallenge drops the Basic challenge from a 401 answered to a
-// request that came with a session cookie and no Authorization header:
-// the console, whose session ended, must show its own sign-in form, not
-// the browser's password dialog.
+// ConsoleHeader marks the console's own API requests.
+const ConsoleHeader = "X-Tributary-Console"
+
+// quietChallenge drops the Basic challenge from a 401 answered to the
+// console (a session cookie or ConsoleHeader, and no Authorization
+// header): the console, whose session ended, must show its own sign-in
+// form, and a browser that sees a challenge opens its password dialog.
 func quietChallenge(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Header.Get("Authorization") != "" || fromRequest(r) == "" {
+		if r.Header.Get("Authorization") != "" || (fromRequest(r) == "" && r.Header.Get(ConsoleHeader) == "") {
 			h.ServeHTTP(w, r)
 			return
 		}
