@@ -16,6 +16,13 @@ function source(im) {
   return `${im.source_kind} · ${t.table || (t.query ? 'query' : '–')}`;
 }
 
+// freshness is the age of an import's newest row (its insert time); a
+// source clock ahead of ours reads as current.
+function freshness(sec) {
+  if (!sec) return '–';
+  return sec * 1000 > Date.now() ? 'current' : ago(sec).replace(' ago', ' old');
+}
+
 export async function importsPage(ctx) {
   const list = (await api(imports(ctx.project.id))).results;
   const filter = h('input', { id: 'filter', type: 'search', placeholder: 'id, type, source…' });
@@ -39,7 +46,7 @@ export async function importsPage(ctx) {
         h('td', {}, im.last_run_status ? [badge(im.last_run_status), ' ', h('span', { class: 'muted', title: time(im.last_dispatch) }, ago(im.last_dispatch))] : 'never'),
         h('td', { title: time(im.next_run) }, im.next_run ? ago(im.next_run) : '–'),
         h('td', { class: 'n' }, num(im.last_run_num_events_imported)),
-        h('td', { title: time(im.newest_insert_time) }, im.newest_insert_time ? ago(im.newest_insert_time) : '–'))),
+        h('td', { title: `newest row inserted ${time(im.newest_insert_time)}` }, freshness(im.newest_insert_time)))),
       { class: 'imports' }));
   };
   filter.addEventListener('input', draw);

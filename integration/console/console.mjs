@@ -75,7 +75,7 @@ async function unlabelled(page) {
 }
 
 async function shot(page, name) {
-  await page.screenshot({ path: `${SHOTS}/${name}.png`, fullPage: true });
+  await page.screenshot({ path: `${SHOTS}/${name}.png` }); // the viewport: docs/console keeps some
 }
 
 // apiJSON fetches from the page as the console does (its marker header
