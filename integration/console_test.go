@@ -72,6 +72,20 @@ insert_id_column_name: event_id
 insert_time_column_name: loaded_at
 schedule: api
 `, mainID, src),
+		// Long enough to watch its progress live (about 1.5 M generated rows).
+		"console-big": fmt.Sprintf(`id: console-big
+project_id: %d
+import_type: event_stream
+sync_mode: time_based
+source: %s
+table_params: {query: "SELECT 'big-' || i AS id, 'Big' AS ev, TIMESTAMP '2026-01-01' + INTERVAL (i %% 86400) SECOND AS t, 'u' || (i %% 1000) AS u FROM range(1500000) r(i)"}
+event_column_name: ev
+time_column_name: t
+user_column_name: u
+insert_id_column_name: id
+insert_time_column_name: t
+schedule: api
+`, mainID, src),
 		"console-users": fmt.Sprintf(`id: console-users
 project_id: %d
 import_type: people
@@ -131,7 +145,7 @@ func TestConsoleBrowser(t *testing.T) {
 	cmd.Dir = consoleDir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "CONSOLE_URL="+s.URL, "SHORT_TTL_URL="+ss.URL,
 		"OWNER_USER="+ownerSA, "OWNER_SECRET="+ownerSecret, "ANALYST_USER="+analystSA, "ANALYST_SECRET="+analystSec,
-		"GOOD_IMPORT=console-events", "BAD_IMPORT=console-broken", "BAD_RUN="+badRun, fmt.Sprint("PROJECT_ID=", mainID),
+		"GOOD_IMPORT=console-events", "BAD_IMPORT=console-broken", "BIG_IMPORT=console-big", "BAD_RUN="+badRun, fmt.Sprint("PROJECT_ID=", mainID),
 		"SHOTS="+shots)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -143,7 +157,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	res := callResults(t, stdout.Bytes())
 	checks := []string{"wrong-secret", "signin-labels", "sign-in", "imports-list", "imports-labels", "keyboard-sync", "sync-finishes",
-		"run-detail", "failures", "preview", "import-labels", "pause-resume", "schedule", "sync-limit-429", "overview", "migrations",
+		"run-detail", "live-progress", "failures", "preview", "import-labels", "pause-resume", "schedule", "sync-limit-429", "overview", "migrations",
 		"sign-out", "no-page-errors", "analyst-read-only", "analyst-forged-writes", "owner-csrf", "session-expires"}
 	for _, c := range checks {
 		t.Run(c, func(t *testing.T) { wantCallsOK(t, res, c) })

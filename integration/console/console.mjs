@@ -20,6 +20,7 @@ const ANALYST = [env("ANALYST_USER"), env("ANALYST_SECRET")];
 const GOOD = env("GOOD_IMPORT");
 const BAD = env("BAD_IMPORT");
 const BAD_RUN = env("BAD_RUN");
+const BIG = env("BIG_IMPORT"); // slow enough to watch a run live
 const PROJECT = env("PROJECT_ID");
 const SHOTS = env("SHOTS");
 
@@ -172,6 +173,31 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     assert(/SUCCEEDED/.test(text) && /Rows read\s+[1-9]/.test(text) && /Rate/.test(text) && /Bytes/.test(text), `run facts: ${text}`);
   });
   await shot(page, "run");
+  await check("live-progress", async () => {
+    await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(BIG)}`);
+    await page.getByRole("button", { name: "Sync now" }).click();
+    await page.locator("table.runs tbody tr").first().getByRole("link").click();
+    const live = page.locator("#live");
+    await live.waitFor({ timeout: 10000 });
+    await shot(page, "run-live");
+    const first = await live.innerText();
+    assert(/rows read/.test(first) && /rows\/s/.test(first) && /retries/.test(first), `progress: ${first}`);
+    // The page polls: rows read show up while the run goes (1.5 M rows take
+    // seconds even on a fast machine), then the run ends and the view goes.
+    const seen = await page.waitForFunction(() => {
+      const el = document.getElementById("live");
+      if (!el) return "gone";
+      return /[1-9][\d,]* rows read/.test(el.innerText) ? el.innerText : null;
+    }, null, { timeout: 60000 });
+    const during = await seen.jsonValue();
+    assert(during !== "gone", "the run ended before the page showed any rows read while it ran");
+    assert(/[1-9][\d,.]* rows\/s/.test(during), `no rate while running: ${during}`);
+    await page.locator("#run-facts .badge:not(.b-running)").waitFor({ timeout: 180000 });
+    assert((await page.locator("#run-facts .b-succeeded").count()) === 1, `the run ended ${await page.locator("#run-facts").innerText()}`);
+    assert((await live.count()) === 0, "the progress view stayed after the run ended");
+    const facts = await page.locator("#run-facts").innerText();
+    assert(/Rows read\s+1,500,000/.test(facts), `facts after the run: ${facts}`);
+  });
   await check("failures", async () => {
     await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(BAD)}/runs/${encodeURIComponent(BAD_RUN)}`);
     await page.locator("table.failures tbody tr td").first().waitFor({ timeout: 10000 });
