@@ -145,7 +145,7 @@ func TestConsoleBrowser(t *testing.T) {
 	cmd.Dir = consoleDir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "CONSOLE_URL="+s.URL, "SHORT_TTL_URL="+ss.URL,
 		"OWNER_USER="+ownerSA, "OWNER_SECRET="+ownerSecret, "ANALYST_USER="+analystSA, "ANALYST_SECRET="+analystSec,
-		"GOOD_IMPORT=console-events", "BAD_IMPORT=console-broken", "BIG_IMPORT=console-big", "BAD_RUN="+badRun, fmt.Sprint("PROJECT_ID=", mainID),
+		"GOOD_IMPORT=console-events", "BAD_IMPORT=console-broken", "BIG_IMPORT=console-big", "DELETE_IMPORT=console-users", "BAD_RUN="+badRun, fmt.Sprint("PROJECT_ID=", mainID),
 		"SHOTS="+shots)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -157,7 +157,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	res := callResults(t, stdout.Bytes())
 	checks := []string{"wrong-secret", "signin-labels", "sign-in", "imports-list", "imports-labels", "keyboard-sync", "sync-finishes",
-		"run-detail", "live-progress", "failures", "preview", "import-labels", "pause-resume", "schedule", "sync-limit-429", "overview", "migrations",
+		"run-detail", "live-progress", "failures", "preview", "import-labels", "pause-resume", "schedule", "delete-import", "sync-limit-429", "overview", "migrations",
 		"sign-out", "no-page-errors", "analyst-read-only", "analyst-forged-writes", "owner-csrf", "session-expires"}
 	for _, c := range checks {
 		t.Run(c, func(t *testing.T) { wantCallsOK(t, res, c) })

@@ -116,7 +116,30 @@ function controls(ctx, im, path, msg) {
         say('Schedule saved.');
         ctx.reload();
       }) }, 'Save schedule')),
-    h('p', { class: 'muted' }, 'Manual syncs: at most 5 per import per hour (the app API answers 429 past that).'));
+    h('p', { class: 'muted' }, 'Manual syncs: at most 5 per import per hour (the app API answers 429 past that).'),
+    deleteControls(ctx, im, path, say));
+}
+
+// deleteControls: Delete asks first, and says what else goes with the
+// import when its data is deleted too.
+function deleteControls(ctx, im, path, say) {
+  const withData = h('input', { id: 'delete-data', type: 'checkbox' });
+  const confirm = h('fieldset', { class: 'confirm', hidden: true },
+    h('legend', {}, `Delete import ${im.id}?`),
+    h('p', {}, im.origin === 'file' ? 'A file import is hidden (its file stays); ' : '', 'its runs stop.'),
+    withData, ' ', h('label', { for: 'delete-data' }, 'Also delete the events and profile properties it imported'),
+    h('div', { class: 'toolbar' },
+      h('button', { id: 'delete-confirm', type: 'button', class: 'danger', onclick: async () => {
+        try {
+          await api(path, { method: 'DELETE', body: { delete_data: withData.checked } });
+          // Said once the list has started to render (it clears the status).
+          window.addEventListener('hashchange', () => ctx.say(`Import ${im.id} deleted.`), { once: true });
+          location.hash = `#/p/${ctx.project.id}/imports`;
+        } catch (e) { say(e.message, true); }
+      } }, 'Delete'),
+      h('button', { id: 'delete-cancel', type: 'button', onclick: () => { confirm.hidden = true; open.focus(); } }, 'Cancel')));
+  const open = h('button', { id: 'delete', type: 'button', class: 'danger', onclick: () => { confirm.hidden = false; withData.focus(); } }, 'Delete import…');
+  return h('div', {}, open, confirm);
 }
 
 function previewSection(ctx, path) {

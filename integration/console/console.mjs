@@ -21,6 +21,7 @@ const GOOD = env("GOOD_IMPORT");
 const BAD = env("BAD_IMPORT");
 const BAD_RUN = env("BAD_RUN");
 const BIG = env("BIG_IMPORT"); // slow enough to watch a run live
+const DELETE = env("DELETE_IMPORT"); // deleted through the console
 const PROJECT = env("PROJECT_ID");
 const SHOTS = env("SHOTS");
 
@@ -238,6 +239,21 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     const r = JSON.parse((await apiJSON(page, imp(GOOD))).body);
     assert(r.results.schedule === "@daily" && r.results.next_run > 0, `schedule ${r.results.schedule}, next run ${r.results.next_run}`);
   });
+  await check("delete-import", async () => {
+    await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(DELETE)}`);
+    await page.getByRole("button", { name: "Delete import…" }).click();
+    await page.getByRole("button", { name: "Cancel" }).click();
+    assert(await page.locator("fieldset.confirm").isHidden(), "Cancel did not close the confirmation");
+    await page.getByRole("button", { name: "Delete import…" }).click();
+    await page.getByRole("button", { name: "Delete", exact: true }).click();
+    await page.getByRole("heading", { name: "Imports" }).waitFor();
+    await page.locator("#status").filter({ hasText: "deleted" }).waitFor({ timeout: 10000 });
+    assert((await page.getByRole("link", { name: DELETE, exact: true }).count()) === 0, "the deleted import is still listed");
+    const r = await apiJSON(page, imp(DELETE));
+    assert(r.status === 404, `GET the deleted import: ${r.status}`);
+    await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(GOOD)}`);
+    await page.getByRole("heading", { name: `Import ${GOOD}` }).waitFor();
+  });
   await check("sync-limit-429", async () => {
     // 5 API syncs per import per hour: the console shows the limit's answer.
     for (let i = 0; i < 8; i++) {
@@ -296,7 +312,7 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     await signIn(page, URL, ANALYST);
     await page.getByRole("link", { name: GOOD, exact: true }).click();
     await page.locator("#read-only").waitFor({ timeout: 10000 });
-    for (const name of ["Sync now", "Pause", "Resume", "Save schedule"]) {
+    for (const name of ["Sync now", "Pause", "Resume", "Save schedule", "Delete import…"]) {
       assert((await page.getByRole("button", { name }).count()) === 0, `the analyst sees ${name}`);
     }
     assert((await page.getByRole("button", { name: "Preview" }).count()) === 1, "the analyst cannot preview");
