@@ -88,8 +88,6 @@ func (s *server) try(rq request) (reply, error) {
 	return doRequestWith(s.Client(), s.URL, rq)
 }
 
-func doRequest(base string, rq request) (reply, error) { return doRequestWith(httpClient, base, rq) }
-
 func doRequestWith(client *http.Client, base string, rq request) (reply, error) {
 	if rq.Method == "" {
 		rq.Method = http.MethodPost

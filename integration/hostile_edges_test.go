@@ -450,7 +450,7 @@ func TestEdgeLookupUploadsShareMemory(t *testing.T) {
 		fmt.Fprintf(&csv, "key-%09d,Product name %d,%d.%02d,true,2024-01-%02dT00:00:00Z\n", i, i%1000, i%500, i%100, 1+i%28)
 	}
 	cfg := defaultConfig()
-	cfg.MemoryLimit = "256MB" // 96 MB for uploads: one 32 MB table (≈ 192 MB) at a time
+	cfg.MemoryLimit = "256MB" // 96 MB for uploads: one at a time (lookup.UploadMemory each)
 	cfg.Projects[0].LookupTables = []lookupConfig{{ID: "t1", Name: "T1", Property: "item_id"}, {ID: "t2", Name: "T2", Property: "item_id"},
 		{ID: "t3", Name: "T3", Property: "item_id"}, {ID: "t4", Name: "T4", Property: "item_id"}}
 	put := func(s *server, id string) reply {

@@ -60,7 +60,7 @@ type doc struct {
 // Catalog is every import: files from imports_dir plus the app API's
 // documents in the store.
 type Catalog struct {
-	st       store.Store
+	st       store.Syncs
 	reg      *connectors.Registry
 	projects func(int64) (importspec.Project, bool)
 	conns    *importspec.Connections
@@ -82,7 +82,7 @@ type Catalog struct {
 
 // CatalogOptions configure NewCatalog.
 type CatalogOptions struct {
-	Store    store.Store
+	Store    store.Syncs // where the app API's import documents live
 	Registry *connectors.Registry
 	Projects func(int64) (importspec.Project, bool)
 	Files    []*importspec.Import // validated imports from imports_dir

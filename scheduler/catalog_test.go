@@ -53,7 +53,7 @@ connections:
 		}
 	}
 	projects := func(id int64) (importspec.Project, bool) {
-		return importspec.Project{ID: id, Simplified: true}, id == 1
+		return importspec.Project{ID: id, Mode: config.IDSimplified}, id == 1
 	}
 	open := func(floor time.Duration) *Catalog {
 		c, err := NewCatalog(ctx, CatalogOptions{Store: st, Registry: kinds.Registry(), Projects: projects,
@@ -127,7 +127,7 @@ connection_hosts_allowed: ["db.internal:5432", "replica.internal"]
 		t.Fatal(err)
 	}
 	projects := func(id int64) (importspec.Project, bool) {
-		return importspec.Project{ID: id, Simplified: true}, id <= 2
+		return importspec.Project{ID: id, Mode: config.IDSimplified}, id <= 2
 	}
 	open := func(key []byte) *Catalog {
 		conns, err := importspec.NewConnections(cfg.Connections, kinds.Registry())

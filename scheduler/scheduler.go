@@ -49,7 +49,7 @@ var (
 // Options configure a Scheduler.
 type Options struct {
 	Runner *run.Runner
-	Store  store.Store
+	Store  store.Syncs // run state: starts, updates, leases, history
 	Log    *slog.Logger
 	Now    func() time.Time
 	// JoinWindow: a trigger this soon after a run of the same import

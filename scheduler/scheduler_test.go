@@ -17,6 +17,7 @@ import (
 	"github.com/tributary-dev/tributary/engine/run"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // fixture: a DuckDB warehouse table of rows events, the real embedded
@@ -69,7 +70,7 @@ schedule: %q
 		t.Fatal(err)
 	}
 	projects := func(id int64) (importspec.Project, bool) {
-		return importspec.Project{ID: id, Simplified: true}, id == 1
+		return importspec.Project{ID: id, Mode: config.IDSimplified}, id == 1
 	}
 	cat, err := NewCatalog(ctx, CatalogOptions{Store: st, Registry: reg, Projects: projects, Files: []*importspec.Import{im}})
 	if err != nil {

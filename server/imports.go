@@ -60,7 +60,7 @@ func ProjectLookup(cfg *config.Config) func(int64) (importspec.Project, bool) {
 	return func(id int64) (importspec.Project, bool) {
 		for _, p := range cfg.Projects {
 			if p.ID == id {
-				return importspec.Project{ID: id, Simplified: p.IDManagement != config.IDOriginal}, true
+				return importspec.Project{ID: id, Mode: p.IDMode()}, true
 			}
 		}
 		return importspec.Project{}, false

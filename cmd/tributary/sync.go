@@ -85,7 +85,6 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	reg := env.loader.Registry
 	im, err := env.loader.File(paths[0])
 	if err != nil {
 		return err
@@ -103,7 +102,8 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer release()
 	// Sources open under the server's limits, its data dir (as given
 	// here) included.
-	if reg, err = server.SourceRegistry(cfg, log); err != nil {
+	reg, err := server.SourceRegistry(cfg, log)
+	if err != nil {
 		return err
 	}
 	projects := server.ProjectLookup(cfg)

@@ -11,7 +11,6 @@ import (
 	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tributary-dev/tributary/connectors"
-	"github.com/tributary-dev/tributary/engine/importspec"
 )
 
 func TestKindFields(t *testing.T) {
@@ -150,23 +149,5 @@ func TestConform(t *testing.T) {
 	}
 	if !arrow.TypeEqual(out.Schema().Field(0).Type, want[0].Type) || out.Column(0).ValueStr(0) != "[5]" || out.Column(2).ValueStr(1) != "2" {
 		t.Errorf("conformed %v", out)
-	}
-}
-
-// The example import file parses and validates with this kind, its key
-// given through the environment.
-func TestExampleImport(t *testing.T) {
-	reg := connectors.NewRegistry(Kind())
-	key := `{"type": "service_account", "project_id": "acme-analytics"}`
-	env := func(k string) (string, bool) { return key, k == "BIGQUERY_CREDENTIALS_JSON" }
-	im, err := importspec.LoadFile("../../configs/examples/bigquery-events.yaml", reg, env)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := reg.Validate(im.SourceConfig()); err != nil {
-		t.Fatal(err)
-	}
-	if im.Source["credentials_json"] != key || im.Source["kind"] != "bigquery" {
-		t.Errorf("source %v", im.Source)
 	}
 }

@@ -52,6 +52,7 @@ func KindWith(opts connectors.Options) connectors.Kind {
 			{Name: "database", Doc: "Database name (default: the user name)."},
 			{Name: "sslmode", Doc: "verify-full (default), verify-ca, require, or disable (local use only)."},
 			{Name: "sslrootcert", Path: true, Doc: "CA certificate file for verify-full and verify-ca (default: the system roots)."},
+			{Name: "publication", Doc: "Mirror sync only: an existing publication covering the mirrored tables, used instead of one Tributary creates (docs/imports.md)."},
 		},
 		Check: check,
 		Open: func(ctx context.Context, f map[string]string) (connectors.Source, error) {
@@ -67,12 +68,18 @@ var sslModes = []string{"verify-full", "verify-ca", "require", "disable"}
 
 func check(f map[string]string) error {
 	if f["dsn"] != "" {
+		if err := checkPublication(f["publication"]); err != nil {
+			return err
+		}
 		for _, k := range []string{"host", "port", "user", "password", "database", "sslmode", "sslrootcert"} {
 			if f[k] != "" {
 				return &connectors.FieldError{Field: "source." + k, Msg: "cannot be combined with dsn (put it in the dsn)"}
 			}
 		}
 		return nil
+	}
+	if err := checkPublication(f["publication"]); err != nil {
+		return err
 	}
 	if strings.TrimSpace(f["host"]) == "" {
 		return &connectors.FieldError{Field: "source.host", Msg: "is required without dsn"}
@@ -144,6 +151,9 @@ func or(v, def string) string {
 // Source reads the tables of one PostgreSQL database.
 type Source struct {
 	pool *pgxpool.Pool
+	// publication is the user's own publication for change feeds
+	// (feed.go); empty: each feed creates its own.
+	publication string
 }
 
 // Open is OpenWith without a log.
@@ -207,7 +217,7 @@ func OpenWith(ctx context.Context, fields map[string]string, opts connectors.Opt
 		log.Warn("postgres source connects as a superuser: its queries can read the database server's files; give it a role with SELECT grants only",
 			"host", cc.Host, "database", cc.Database, "user", cc.User)
 	}
-	return &Source{pool: pool}, nil
+	return &Source{pool: pool, publication: fields["publication"]}, nil
 }
 
 // redactParseError keeps the reason of pgx's parse error and drops the

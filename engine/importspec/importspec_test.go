@@ -43,7 +43,9 @@ func TestParseGoodAndDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := im.Validate(registry(), func(int64) (importspec.Project, bool) { return importspec.Project{ID: 1, Simplified: true}, true }); err != nil {
+	if err := im.Validate(registry(), func(int64) (importspec.Project, bool) {
+		return importspec.Project{ID: 1, Mode: config.IDSimplified}, true
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if im.Source["path"] != "/w/wh.duckdb" || im.Event() != "app_events" {
@@ -52,8 +54,12 @@ func TestParseGoodAndDefaults(t *testing.T) {
 }
 
 func TestErrorsNameFileKeyAndColumn(t *testing.T) {
-	simplified := func(int64) (importspec.Project, bool) { return importspec.Project{ID: 1, Simplified: true}, true }
-	original := func(int64) (importspec.Project, bool) { return importspec.Project{ID: 1}, true }
+	simplified := func(int64) (importspec.Project, bool) {
+		return importspec.Project{ID: 1, Mode: config.IDSimplified}, true
+	}
+	original := func(int64) (importspec.Project, bool) {
+		return importspec.Project{ID: 1, Mode: config.IDOriginal}, true
+	}
 	for _, tc := range []struct {
 		name, edit, want string
 		project          func(int64) (importspec.Project, bool)
@@ -132,7 +138,9 @@ func TestDemoImportsValidate(t *testing.T) {
 		t.Fatalf("%d demo imports, want one per import type", len(ims))
 	}
 	for _, im := range ims {
-		if err := im.Validate(connectors.NewRegistry(duckdb.Kind()), func(int64) (importspec.Project, bool) { return importspec.Project{ID: 1, Simplified: true}, true }); err != nil {
+		if err := im.Validate(connectors.NewRegistry(duckdb.Kind()), func(int64) (importspec.Project, bool) {
+			return importspec.Project{ID: 1, Mode: config.IDSimplified}, true
+		}); err != nil {
 			t.Error(err)
 		}
 	}

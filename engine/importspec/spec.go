@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // Import types (public API enum values).
@@ -132,6 +133,12 @@ func (im *Import) LookbackDuration() time.Duration {
 
 // Project is what validation needs to know about the target project.
 type Project struct {
-	ID         int64
-	Simplified bool // Simplified ID Merge; false = Original
+	ID int64
+	// Mode is the project's ID management, the configuration's own enum
+	// (identity.Mode is the same type); unset means the default,
+	// Simplified.
+	Mode config.IDManagement
 }
+
+// Simplified reports whether the project uses Simplified ID Merge.
+func (p Project) Simplified() bool { return p.Mode != config.IDOriginal }

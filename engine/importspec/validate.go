@@ -164,7 +164,7 @@ func (v *validator) byType() {
 
 func (v *validator) idMode(p Project) {
 	im := v.im
-	if p.Simplified {
+	if p.Simplified() {
 		if im.DistinctIDColumnName != "" {
 			v.add("distinct_id_column_name", "", "is for Original ID Merge projects; this project uses Simplified ID Merge: map user_column_name and device_column_name")
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // benchSchema is the 12-column table: string, int, float, bool,
@@ -81,7 +82,7 @@ func benchMapper(b testing.TB) *Mapper {
 		}
 		cs.Columns = append(cs.Columns, connectors.Column{Name: f.Name, Type: f.Type, SourceType: st})
 	}
-	m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Simplified: true}, RunID: "run", Schema: cs}, benchSchema)
+	m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Mode: config.IDSimplified}, RunID: "run", Schema: cs}, benchSchema)
 	if err != nil {
 		panic(err) // a fixed schema: cannot fail
 	}

@@ -131,7 +131,7 @@ func (m *Mapper) event1(dst []byte, i int) ([]byte, int, int, *RowError) {
 	var hasUser, hasDevice bool
 	var idAt0, idEnd0 int // the escaped user (or device, opening quote dropped) written as distinct_id
 	didRaw := 0           // distinct_id's length before escaping
-	if m.opt.Project.Simplified {
+	if m.opt.Project.Simplified() {
 		if m.user >= 0 {
 			user, hasUser = m.text(m.user, i)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // frozenDigests are SHA-256 digests of everything Map wrote for generated
@@ -57,7 +58,7 @@ func TestOutputFrozen(t *testing.T) {
 			PropertyKeyColumnName: "id"}, wideConnSchema(), true},
 	}
 	for _, r := range runs {
-		m, err := New(Options{Import: r.im, Project: importspec.Project{ID: 1, Simplified: r.simplified}, RunID: "run-1", Schema: r.schema}, wideSchema)
+		m, err := New(Options{Import: r.im, Project: importspec.Project{ID: 1, Mode: modeOf(r.simplified)}, RunID: "run-1", Schema: r.schema}, wideSchema)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -205,7 +206,7 @@ func TestSlicedBatchMatches(t *testing.T) {
 	noPK := wideConnSchema()
 	noPK.PrimaryKey = nil
 	for _, schema := range []*connectors.Schema{wideConnSchema(), noPK} {
-		m, err := New(Options{Import: eventsImport(), Project: importspec.Project{ID: 1, Simplified: true}, RunID: "r", Schema: schema}, wideSchema)
+		m, err := New(Options{Import: eventsImport(), Project: importspec.Project{ID: 1, Mode: config.IDSimplified}, RunID: "r", Schema: schema}, wideSchema)
 		if err != nil {
 			t.Fatal(err)
 		}

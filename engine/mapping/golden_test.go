@@ -12,6 +12,7 @@ import (
 
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
@@ -63,7 +64,7 @@ func mapWide(t *testing.T, opt Options) *Records {
 
 func mapAll(t *testing.T, im *importspec.Import, simplified bool) (*Records, []byte) {
 	t.Helper()
-	out := mapWide(t, Options{Import: im, Project: importspec.Project{ID: 1, Simplified: simplified}})
+	out := mapWide(t, Options{Import: im, Project: importspec.Project{ID: 1, Mode: modeOf(simplified)}})
 	var nd bytes.Buffer
 	for i := 0; i < out.Len(); i++ {
 		r := out.Record(i)
@@ -126,7 +127,7 @@ func TestGoldenProfiles(t *testing.T) {
 // those of the plain mapping.
 func TestCommonTags(t *testing.T) {
 	validate := func(common bool) ([]store.Event, []byte) {
-		out := mapWide(t, Options{Import: eventsImport(), Project: importspec.Project{ID: 1, Simplified: true}, CommonTags: common})
+		out := mapWide(t, Options{Import: eventsImport(), Project: importspec.Project{ID: 1, Mode: config.IDSimplified}, CommonTags: common})
 		var v Validator
 		var batch store.Batch
 		if errs := v.Events(1, t0.Add(time.Hour), out, 0, &batch); len(errs) != len(out.Errs) {
@@ -151,4 +152,12 @@ func TestCommonTags(t *testing.T) {
 			t.Fatalf("event %d differs beyond its props: %+v vs %+v", i, s, p)
 		}
 	}
+}
+
+// modeOf is the ID management a table-driven case's simplified flag names.
+func modeOf(simplified bool) config.IDManagement {
+	if simplified {
+		return config.IDSimplified
+	}
+	return config.IDOriginal
 }

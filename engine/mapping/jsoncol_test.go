@@ -10,6 +10,7 @@ import (
 
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // TestJSONColumnNotObject: a JSON column (not the JSON-properties one)
@@ -47,7 +48,7 @@ func TestJSONColumnNotObject(t *testing.T) {
 	defer rec.Release()
 	im := &importspec.Import{ID: "x", ProjectID: 1, ImportType: importspec.EventStream, SyncMode: importspec.FullSync,
 		TableParams: connTable("t"), EventColumnName: "event_type", TimeColumnName: "event_time", UserColumnName: "user_id"}
-	m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Simplified: true}, RunID: "r", Schema: conn, CommonTags: true}, schema)
+	m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Mode: config.IDSimplified}, RunID: "r", Schema: conn, CommonTags: true}, schema)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +68,7 @@ func TestJSONColumnNotObject(t *testing.T) {
 	}
 
 	im.PropertyMappings = map[string]string{"note": "meta"}
-	m, err = New(Options{Import: im, Project: importspec.Project{ID: 1, Simplified: true}, RunID: "r", Schema: conn, CommonTags: true}, schema)
+	m, err = New(Options{Import: im, Project: importspec.Project{ID: 1, Mode: config.IDSimplified}, RunID: "r", Schema: conn, CommonTags: true}, schema)
 	if err != nil {
 		t.Fatal(err)
 	}

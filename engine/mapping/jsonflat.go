@@ -6,6 +6,7 @@ import (
 	"unsafe"
 
 	"github.com/tributary-dev/tributary/ingest/record"
+	"github.com/tributary-dev/tributary/internal/jsonscan"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
@@ -32,7 +33,7 @@ const fjMaxDepth = 300
 // under prefix. It reports false when text is not an object, or not JSON;
 // then nothing was written or claimed.
 func (m *Mapper) flattenJSON(dst []byte, text, prefix string) ([]byte, bool) {
-	i := skipSpace(text, 0)
+	i := jsonscan.SkipSpace(text, 0)
 	if i >= len(text) || text[i] != '{' {
 		return dst, false
 	}
@@ -43,7 +44,7 @@ func (m *Mapper) flattenJSON(dst []byte, text, prefix string) ([]byte, bool) {
 	var ok bool
 	dst, i, ok = m.flatObject(dst, text, i+1, pfx, isPlain(prefix), 1)
 	m.scratch = m.scratch[:pfx]
-	if ok && skipSpace(text, i) == len(text) {
+	if ok && jsonscan.SkipSpace(text, i) == len(text) {
 		return dst, true
 	}
 	// Undo the claims: the hash set is rebuilt from dyn when next needed.
@@ -58,7 +59,7 @@ func (m *Mapper) flattenJSON(dst []byte, text, prefix string) ([]byte, bool) {
 // joined to each key with a dot (no dot after an empty prefix). It returns
 // the index past '}'.
 func (m *Mapper) flatObject(dst []byte, s string, i, pfx int, plain bool, depth int) ([]byte, int, bool) {
-	i = skipSpace(s, i)
+	i = jsonscan.SkipSpace(s, i)
 	if i >= len(s) {
 		return dst, i, false
 	}
@@ -67,7 +68,7 @@ func (m *Mapper) flatObject(dst []byte, s string, i, pfx int, plain bool, depth 
 	}
 	for {
 		if i >= len(s) || s[i] != '"' { // blanks are rare: look for them only then
-			if i = skipSpace(s, i); i >= len(s) || s[i] != '"' {
+			if i = jsonscan.SkipSpace(s, i); i >= len(s) || s[i] != '"' {
 				return dst, i, false
 			}
 		}
@@ -77,11 +78,11 @@ func (m *Mapper) flatObject(dst []byte, s string, i, pfx int, plain bool, depth 
 		}
 		key, i0 := s[i+1:end], i
 		if i = end + 1; i >= len(s) || s[i] != ':' {
-			if i = skipSpace(s, i); i >= len(s) || s[i] != ':' {
+			if i = jsonscan.SkipSpace(s, i); i >= len(s) || s[i] != ':' {
 				return dst, i, false
 			}
 		}
-		i = skipSpace(s, i+1)
+		i = jsonscan.SkipSpace(s, i+1)
 		// The name is the key itself unless it needs a prefix, unescaping,
 		// or must be a prefix in turn (an object).
 		base := len(m.scratch)
@@ -117,7 +118,7 @@ func (m *Mapper) flatObject(dst []byte, s string, i, pfx int, plain bool, depth 
 		if !ok {
 			return dst, i, false
 		}
-		i = skipSpace(s, i)
+		i = jsonscan.SkipSpace(s, i)
 		if i >= len(s) {
 			return dst, i, false
 		}
@@ -144,7 +145,7 @@ func (m *Mapper) flatMember(dst []byte, s string, i, pfx int, name []byte, nf ui
 	}
 	switch s[i] {
 	case '{':
-		j := skipSpace(s, i+1)
+		j := jsonscan.SkipSpace(s, i+1)
 		if j < len(s) && s[j] == '}' {
 			if m.claimName(name, stable) {
 				dst = m.keyBytes(dst, name, plain)
@@ -228,7 +229,7 @@ func copyContainer(dst []byte, s string, i, depth int, emit bool) ([]byte, int, 
 	if emit {
 		dst = append(dst, open)
 	}
-	i = skipSpace(s, i+1)
+	i = jsonscan.SkipSpace(s, i+1)
 	if i >= len(s) {
 		return dst, i, false
 	}
@@ -239,7 +240,7 @@ func copyContainer(dst []byte, s string, i, depth int, emit bool) ([]byte, int, 
 		return dst, i + 1, true
 	}
 	for {
-		i = skipSpace(s, i)
+		i = jsonscan.SkipSpace(s, i)
 		var ok bool
 		if open == '{' {
 			if i >= len(s) || s[i] != '"' {
@@ -253,16 +254,16 @@ func copyContainer(dst []byte, s string, i, depth int, emit bool) ([]byte, int, 
 				dst = append(dst, s[i:end+1]...)
 				dst = append(dst, ':')
 			}
-			i = skipSpace(s, end+1)
+			i = jsonscan.SkipSpace(s, end+1)
 			if i >= len(s) || s[i] != ':' {
 				return dst, i, false
 			}
-			i = skipSpace(s, i+1)
+			i = jsonscan.SkipSpace(s, i+1)
 		}
 		if dst, i, ok = copyValue(dst, s, i, depth+1, emit); !ok {
 			return dst, i, false
 		}
-		i = skipSpace(s, i)
+		i = jsonscan.SkipSpace(s, i)
 		if i >= len(s) {
 			return dst, i, false
 		}
@@ -436,7 +437,7 @@ func copyableString(body string, flags uint8) bool {
 		switch body[k] {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 		case 'u':
-			if _, ok := hex4(body[k+1:]); !ok {
+			if _, ok := jsonscan.Hex4(body, k+1); !ok {
 				return false
 			}
 			k += 4

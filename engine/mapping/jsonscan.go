@@ -4,6 +4,8 @@ import (
 	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/tributary-dev/tributary/internal/jsonscan"
 )
 
 // The scanning primitives of the flattener (jsonflat.go). Each accepts
@@ -49,7 +51,7 @@ func scanString(s string, i int) (end int, flags uint8, ok bool) {
 	for i < len(s) {
 		if i+8 <= len(s) {
 			v := load64(s, i)
-			m := specialBytes(v)
+			m := jsonscan.Special(v)
 			if m == 0 {
 				high |= v
 				i += 8
@@ -63,7 +65,7 @@ func scanString(s string, i int) (end int, flags uint8, ok bool) {
 		case scPlain:
 			high |= uint64(c)
 		case scQuote:
-			if high&msb != 0 {
+			if high&jsonscan.MSB != 0 {
 				flags |= hasHigh
 			}
 			return i, flags, true
@@ -94,14 +96,6 @@ func scanNumber(s string, i int) (int, bool) {
 		return j, true
 	}
 	return len(s), true
-}
-
-// skipSpace is fastjson's skipWS: only these four bytes are blanks.
-func skipSpace(s string, i int) int {
-	for i < len(s) && s[i] <= ' ' && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r') {
-		i++
-	}
-	return i
 }
 
 // equalFoldASCII compares a with the lower-case ASCII word w ignoring case
@@ -146,7 +140,7 @@ func unescapeFJ(b []byte, s string) []byte {
 		case 't':
 			b = append(b, '\t')
 		case 'u':
-			x, ok := hex4(s)
+			x, ok := jsonscan.Hex4(s, 0)
 			if !ok {
 				b = append(b, `\u`...)
 				break
@@ -161,7 +155,7 @@ func unescapeFJ(b []byte, s string) []byte {
 				b = append(append(b, `\u`...), xs...)
 				break
 			}
-			x1, ok := hex4(s[2:])
+			x1, ok := jsonscan.Hex4(s, 2)
 			if !ok {
 				b = append(append(b, `\u`...), xs...)
 				break
@@ -182,28 +176,4 @@ func indexBackslash(s string) int {
 		}
 	}
 	return -1
-}
-
-// hex4 parses the first four bytes of s as hex digits (fastjson's
-// strconv.ParseUint(s[:4], 16, 16)).
-func hex4(s string) (uint16, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	var x uint16
-	for k := 0; k < 4; k++ {
-		c := s[k]
-		switch {
-		case '0' <= c && c <= '9':
-			c -= '0'
-		case 'a' <= c && c <= 'f':
-			c -= 'a' - 10
-		case 'A' <= c && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		x = x<<4 | uint16(c)
-	}
-	return x, true
 }

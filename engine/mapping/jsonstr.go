@@ -6,17 +6,13 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
+	"github.com/tributary-dev/tributary/internal/jsonscan"
 	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
 // Most strings a row carries are short plain ASCII. These helpers test
 // eight bytes at a time whether any needs attention and leave the rare
 // rest to the byte-by-byte code.
-
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
 
 // load64 reads s[i:i+8] as one little-endian word; the caller guarantees
 // i+8 <= len(s), so no bounds are checked.
@@ -25,18 +21,9 @@ func load64(s string, i int) uint64 {
 	return binary.LittleEndian.Uint64(p[:])
 }
 
-// specialBytes flags (in the high bit of each byte) the bytes of v that are
-// '"', '\\' or below 0x20. Only the lowest flag is exact: a borrow may set
-// flags above it, so use it only to find the first such byte.
-func specialBytes(v uint64) uint64 {
-	q := v ^ (lsb * '"')
-	b := v ^ (lsb * '\\')
-	return (((q - lsb) &^ q) | ((b - lsb) &^ b) | ((v - lsb*0x20) &^ v)) & msb
-}
-
 // plainBytes reports whether no byte of v is '"', '\\', a control byte or
 // non-ASCII.
-func plainBytes(v uint64) bool { return (specialBytes(v)|v)&msb == 0 }
+func plainBytes(v uint64) bool { return (jsonscan.Special(v)|v)&jsonscan.MSB == 0 }
 
 // isPlain reports whether jsonw.String would copy s verbatim: ASCII
 // without '"', '\\' and control bytes. Short strings are read as one or
@@ -55,7 +42,7 @@ func isPlain(s string) bool {
 	case n >= 4:
 		return plainBytes(uint64(load32(s, 0)) | uint64(load32(s, n-4))<<32)
 	}
-	v := uint64(lsb * ' ')
+	v := uint64(jsonscan.LSB * ' ')
 	for k := 0; k < n; k++ {
 		v = v<<8 | uint64(s[k])
 	}
@@ -133,8 +120,8 @@ func appendStringWide(dst []byte, s string, wide bool) []byte {
 	p := (*[16]byte)(unsafe.Pointer(unsafe.StringData(s)))
 	w1, w2 := binary.LittleEndian.Uint64(p[:8]), binary.LittleEndian.Uint64(p[8:])
 	m := keepMask[k]
-	w1 = w1&m[0] | (lsb*' ')&^m[0] // bytes past the string read as spaces
-	w2 = w2&m[1] | (lsb*' ')&^m[1]
+	w1 = w1&m[0] | (jsonscan.LSB*' ')&^m[0] // bytes past the string read as spaces
+	w2 = w2&m[1] | (jsonscan.LSB*' ')&^m[1]
 	if !plainBytes(w1) || !plainBytes(w2) {
 		return appendNonPlain(dst, s)
 	}
@@ -190,7 +177,7 @@ func appendNonPlain(dst []byte, s string) []byte {
 func hasSpecialASCII(s string) bool {
 	i := 0
 	for ; i+8 <= len(s); i += 8 {
-		if specialBytes(load64(s, i)) != 0 {
+		if jsonscan.Special(load64(s, i)) != 0 {
 			return true
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/record"
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // TestValidatorCanonicalMatchesGeneral: the decoder's one-pass path for
@@ -25,7 +26,7 @@ func TestValidatorCanonicalMatchesGeneral(t *testing.T) {
 		im         *importspec.Import
 		simplified bool
 	}{{"events", eventsImport(), true}, {"events-original", orig, false}, {"events-insert-id", withID, true}} {
-		m, err := New(Options{Import: r.im, Project: importspec.Project{ID: 1, Simplified: r.simplified}, RunID: "run-1", Schema: noPK}, wideSchema)
+		m, err := New(Options{Import: r.im, Project: importspec.Project{ID: 1, Mode: modeOf(r.simplified)}, RunID: "run-1", Schema: noPK}, wideSchema)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -121,7 +122,7 @@ func TestUniqueNamesVouch(t *testing.T) {
 	} {
 		im := eventsImport()
 		im.PropertyMappings = tc.mappings
-		m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Simplified: true}, RunID: "run-1", Schema: noPK}, wideSchema)
+		m, err := New(Options{Import: im, Project: importspec.Project{ID: 1, Mode: config.IDSimplified}, RunID: "run-1", Schema: noPK}, wideSchema)
 		if err != nil {
 			t.Fatal(err)
 		}

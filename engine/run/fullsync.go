@@ -36,7 +36,7 @@ const unsetBatch = 500
 
 // ownership is one profile run's bookkeeping, shared by its passes.
 type ownership struct {
-	st      store.Store
+	st      Store
 	project int64
 	im      *importspec.Import
 	runID   string // the tracking id: the run's, or a fresh one
@@ -56,7 +56,7 @@ type ownership struct {
 
 // newOwnership returns the bookkeeping for im's run, nil when im is not a
 // people or groups import.
-func newOwnership(st store.Store, im *importspec.Import, runID string, now time.Time) *ownership {
+func newOwnership(st Store, im *importspec.Import, runID string, now time.Time) *ownership {
 	if im.ImportType != importspec.People && im.ImportType != importspec.Groups {
 		return nil
 	}
@@ -195,13 +195,13 @@ func (f *ownership) finish(ctx context.Context) (profiles int, err error) {
 // ReleaseProfiles unsets every property a people or groups import owns
 // on every profile and forgets them: the import's share of a data
 // deletion. It is safe to repeat after a failure.
-func ReleaseProfiles(ctx context.Context, st store.Store, project int64, importID string) (profiles int, err error) {
+func ReleaseProfiles(ctx context.Context, st Store, project int64, importID string) (profiles int, err error) {
 	return unsetStale(ctx, st, project, importID, "")
 }
 
 // unsetStale writes the stale members of runID as $unset updates,
 // unsetBatch at a time through the normal write path, then settles.
-func unsetStale(ctx context.Context, st store.Store, project int64, importID, runID string) (int, error) {
+func unsetStale(ctx context.Context, st Store, project int64, importID, runID string) (int, error) {
 	var ups []store.ProfileUpdate
 	n := 0
 	flush := func() error {

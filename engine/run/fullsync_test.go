@@ -16,6 +16,7 @@ import (
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // fullFixture is a DuckDB warehouse table synced by a full_sync people or
@@ -32,7 +33,7 @@ type fullFixture struct {
 func newFullFixture(t *testing.T, st store.Store, table, spec string) *fullFixture {
 	t.Helper()
 	f := &fullFixture{t: t, st: st, whPath: filepath.Join(t.TempDir(), "wh.duckdb"), kind: profile.User,
-		project: importspec.Project{ID: 1, Simplified: true}}
+		project: importspec.Project{ID: 1, Mode: config.IDSimplified}}
 	f.exec(table)
 	im, err := importspec.Parse("full.yaml", []byte(fmt.Sprintf("project_id: 1\nsync_mode: full_sync\nsource: {kind: duckdb, path: %q}\n%s", f.whPath, spec)),
 		kinds.Registry(), nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // incFixture is a DuckDB warehouse table and a real embedded store. The
@@ -91,7 +92,7 @@ func (f *incFixture) add(n int, loadedAt string) {
 func (f *incFixture) sync(id string, opt Options) Stats {
 	f.t.Helper()
 	opt.RunID = id
-	st, err := f.r.Run(context.Background(), f.im, importspec.Project{ID: 1, Simplified: true}, opt)
+	st, err := f.r.Run(context.Background(), f.im, importspec.Project{ID: 1, Mode: config.IDSimplified}, opt)
 	if err != nil {
 		f.t.Fatalf("run %s: %v", id, err)
 	}
@@ -165,7 +166,7 @@ func TestIncrementalResumesAfterStop(t *testing.T) {
 	f.add(20000, "2026-01-01 10:00:01")
 	ctx, cancel := context.WithCancel(context.Background())
 	batches := 0
-	_, err := f.r.Run(ctx, f.im, importspec.Project{ID: 1, Simplified: true}, Options{RunID: "cut", Progress: func(Stats) {
+	_, err := f.r.Run(ctx, f.im, importspec.Project{ID: 1, Mode: config.IDSimplified}, Options{RunID: "cut", Progress: func(Stats) {
 		if batches++; batches == 2 {
 			cancel()
 		}

@@ -77,7 +77,7 @@ func (p *pass) run(ctx context.Context) error {
 	}
 	if table != nil {
 		// A lookup table is replaced whole, once every row is read.
-		if err := p.r.Store.ReplaceLookup(ctx, im.ProjectID, im.LookupTableID, table.Table()); err != nil {
+		if err := p.r.Store.ReplaceLookup(ctx, im.ProjectID, im.LookupTableID, table.Table().Batches()); err != nil {
 			return connectors.Permanent(fmt.Errorf("replace lookup table: %w", err))
 		}
 		p.st.Imported = int64(table.Table().Len())

@@ -60,7 +60,7 @@ func (s Stats) Rate() float64 {
 // Runner runs imports.
 type Runner struct {
 	Registry *connectors.Registry
-	Store    store.Store
+	Store    Store
 	Log      *slog.Logger
 	Now      func() time.Time
 	// Backoff paces retries of transient source errors; zero = defaults.

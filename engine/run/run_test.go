@@ -13,6 +13,7 @@ import (
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/duckstore"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // A sync of the demo events table into the real embedded store; an
@@ -39,7 +40,7 @@ func TestDemoEventsSyncTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	r := &Runner{Registry: kinds.Registry(), Store: st}
-	project := importspec.Project{ID: 1, Simplified: true}
+	project := importspec.Project{ID: 1, Mode: config.IDSimplified}
 	first, err := r.Run(ctx, im, project, Options{RunID: "run-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -88,7 +89,7 @@ func TestDemoProfilesAndLookup(t *testing.T) {
 	}
 	defer st.Close()
 	r := &Runner{Registry: kinds.Registry(), Store: st}
-	project := importspec.Project{ID: 1, Simplified: true}
+	project := importspec.Project{ID: 1, Mode: config.IDSimplified}
 	for _, tc := range []struct {
 		file string
 		want int64

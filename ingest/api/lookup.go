@@ -53,10 +53,9 @@ type lookupInvalid struct {
 const lookupWait = 2 * time.Minute
 
 // newLookupGate sizes the memory of concurrent lookup uploads: with a
-// memory_limit, three eighths of it (half the Go heap's share: an upload's
-// cost is about half its parsed table, half the store's transaction);
-// without, one table of the largest size at a time. An upload larger
-// than the capacity runs alone.
+// memory_limit, three eighths of it (what the Go heap and DuckDB share
+// beyond their steady state); without, lookup.NewGate's default. Each
+// upload reserves lookup.UploadMemory whatever its size.
 func newLookupGate(cfg *config.Config) *lookup.Gate {
 	if cfg != nil {
 		if total := cfg.MemoryBudget(); total > 0 {
@@ -101,18 +100,16 @@ func (s *Server) handleLookupPut(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	gz := strings.EqualFold(r.Header.Get("Content-Encoding"), "gzip")
-	size := int64(-1) // unknown: gzip or chunked
-	if !gz && r.ContentLength >= 0 {
-		size = r.ContentLength
-	}
-	if size > lookup.DefaultMaxBytes {
+	if !gz && r.ContentLength > lookup.DefaultMaxBytes {
 		writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the table is larger than %d MB uncompressed", lookup.DefaultMaxBytes>>20))
 		return
 	}
-	// The table is held whole until stored: wait for memory before
-	// reading it (the body's minimum rate counts from the first read).
+	// An upload streams into the store a batch at a time, so its memory
+	// is about the same whatever its size (lookup.UploadMemory); the gate
+	// bounds how many are in flight. Wait for a place before reading the
+	// body (its minimum rate counts from the first read).
 	ctx, cancel := context.WithTimeout(r.Context(), lookupWait)
-	release, err := s.lookupGate.Enter(ctx, size)
+	release, err := s.lookupGate.Enter(ctx)
 	cancel()
 	if err != nil {
 		if r.Context().Err() != nil {
@@ -133,9 +130,21 @@ func (s *Server) handleLookupPut(w http.ResponseWriter, r *http.Request) {
 		defer zr.Close()
 		body = zr
 	}
-	// Parse reads at most the size limit of uncompressed bytes, so a gzip
-	// bomb stops there.
-	t, err := lookup.Parse(body, lookup.Options{SizeHint: max(size, 0)})
+	// The stream reads at most the size limit of uncompressed bytes, so a
+	// gzip bomb stops there. A bad row or an oversized body found after
+	// rows went into the store rolls the replacement back.
+	rows, err := lookup.NewStream(body, lookup.Options{})
+	if err == nil {
+		err = s.store.ReplaceLookup(r.Context(), p.Project.ID, lt.ID, rows)
+		if err != nil && rows.Err() == nil && !errors.Is(err, lookup.ErrInvalid) {
+			s.log.Error("lookup table replace failed", "project", p.Project.ID, "table", lt.ID, "err", err)
+			writeError(w, http.StatusServiceUnavailable, "the table could not be stored; the previous version is unchanged, retry")
+			return
+		}
+		if rows.Err() != nil {
+			err = rows.Err() // the upload's fault, not the store's
+		}
+	}
 	var rowErrs *lookup.RowErrors
 	switch {
 	case errors.Is(err, lookup.ErrTooLarge):
@@ -152,12 +161,7 @@ func (s *Server) handleLookupPut(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	if err := s.store.ReplaceLookup(r.Context(), p.Project.ID, lt.ID, t); err != nil {
-		s.log.Error("lookup table replace failed", "project", p.Project.ID, "table", lt.ID, "err", err)
-		writeError(w, http.StatusServiceUnavailable, "the table could not be stored; the previous version is unchanged, retry")
-		return
-	}
 	s.enrich.Invalidate(p.Project.ID, lt.ID)
-	s.log.Info("lookup table replaced", "project", p.Project.ID, "table", lt.ID, "rows", t.Len())
+	s.log.Info("lookup table replaced", "project", p.Project.ID, "table", lt.ID, "rows", rows.Rows())
 	writeJSON(w, http.StatusOK, lookupOK{Code: 200, Status: "OK"})
 }

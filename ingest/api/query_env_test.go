@@ -114,7 +114,7 @@ func (e *queryEnv) lookupTable(project int64, id, csv string) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	if err := e.st.ReplaceLookup(context.Background(), project, id, tab); err != nil {
+	if err := e.st.ReplaceLookup(context.Background(), project, id, tab.Batches()); err != nil {
 		e.t.Fatal(err)
 	}
 	e.srv.enrich.Invalidate(project, id) // what the upload handler does

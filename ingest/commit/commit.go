@@ -30,9 +30,14 @@ type Options struct {
 
 const defaultMaxEvents = 50_000
 
+// Writer is all the committer needs of a store: store.Store's Write.
+type Writer interface {
+	Write(ctx context.Context, batches []store.Batch) (store.WriteResult, error)
+}
+
 // Committer coalesces concurrent Commit calls into shared store.Writes.
 type Committer struct {
-	st  store.Store
+	st  Writer
 	opt Options
 
 	mu     sync.Mutex
@@ -60,7 +65,7 @@ type request struct {
 
 // New starts a committer writing to st. Close it to stop its goroutine;
 // closing the committer does not close st.
-func New(st store.Store, opt Options) *Committer {
+func New(st Writer, opt Options) *Committer {
 	if opt.MaxEvents <= 0 {
 		opt.MaxEvents = defaultMaxEvents
 	}

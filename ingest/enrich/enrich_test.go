@@ -42,7 +42,7 @@ func replace(t *testing.T, st *duckstore.Store, id, csv string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.ReplaceLookup(context.Background(), 1, id, tab); err != nil {
+	if err := st.ReplaceLookup(context.Background(), 1, id, tab.Batches()); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -88,12 +88,18 @@ func day(q url.Values, key string) (time.Time, error) {
 	return t, nil
 }
 
+// EventScanner is all an export needs of a store: store.Store's
+// ScanEvents.
+type EventScanner interface {
+	ScanEvents(ctx context.Context, q store.Scan, fn func(*store.Event) error) error
+}
+
 // Write streams the matching events to w and returns how many it wrote.
 // It scans one UTC day at a time so that the store's ordered scan never
 // has to sort more than a day, whatever the range. distinct_id is the
 // identity-resolved (canonical) id, as every read API reports it, so an
 // export agrees with segmentation and profile queries after a merge.
-func Write(ctx context.Context, st store.Store, req Request, w io.Writer) (int, error) {
+func Write(ctx context.Context, st EventScanner, req Request, w io.Writer) (int, error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
 	var (
 		n    int

@@ -20,6 +20,11 @@
 //     property values are matched against.
 //   - Every cell is valid UTF-8 (the import API has the same rule).
 //
+// An upload is read by a Stream, one bounded Batch at a time, which the
+// store appends inside the replacement's transaction: memory does not grow
+// with the table, and the first bad row ends the stream (the store rolls
+// back). Parse builds a whole Table in memory instead, for small tables.
+//
 // Parsing is all or nothing: either a complete *Table, or an error. Bad
 // rows are reported together in a *RowErrors (the first 10, with the total);
 // header and framing problems wrap ErrInvalid; an upload over the size
@@ -62,6 +67,9 @@ type Options struct {
 	// are sized once from the first rows instead of growing by copies,
 	// which allocated about five times the final table.
 	SizeHint int64
+	// BatchRows bounds a Stream's batches; 0 means BatchRows. Tests
+	// lower it to span several batches with a small table.
+	BatchRows int
 }
 
 // RowError is one rejected data row.

@@ -1,8 +1,6 @@
 package lookup
 
 import (
-	"bufio"
-	"bytes"
 	"encoding/csv"
 	"errors"
 	"fmt"
@@ -10,9 +8,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"unicode/utf8"
-
-	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
 // errRowTooLarge is internal: Parse turns it into a row error.
@@ -50,57 +45,40 @@ func (l *limitReader) Read(p []byte) (int, error) {
 }
 
 // Parse reads a whole lookup-table CSV from r (already gunzipped if it was
-// sent compressed) and returns the table or why it was refused.
+// sent compressed) and returns the table or why it was refused. It holds
+// the table whole; an upload is stored through a Stream instead.
 func Parse(r io.Reader, opt Options) (*Table, error) {
-	lr := &limitReader{r: r, max: opt.MaxBytes, maxRow: opt.MaxRowBytes}
-	if lr.max <= 0 {
-		lr.max = DefaultMaxBytes
-	}
-	if lr.maxRow <= 0 {
-		lr.maxRow = DefaultMaxRowBytes
-	}
-	br := bufio.NewReader(lr)
-	if bom, err := br.Peek(3); err == nil && bytes.Equal(bom, []byte("\uFEFF")) {
-		br.Discard(3)
-	}
-	cr := csv.NewReader(br) // reuses br: no second buffer
-	cr.FieldsPerRecord = -1 // a short or long row is a row error, checked below
-	cr.ReuseRecord = true
-
-	header, err := cr.Read()
-	switch {
-	case err == io.EOF:
-		return nil, fmt.Errorf("%w: the file is empty; the first row must be a header", ErrInvalid)
-	case errors.Is(err, errRowTooLarge):
-		return nil, fmt.Errorf("%w: header: longer than %d bytes", ErrInvalid, lr.maxRow)
-	case isRecordError(err):
-		return nil, fmt.Errorf("%w: header: %w", ErrInvalid, err)
-	case err != nil:
-		return nil, fmt.Errorf("lookup: reading CSV: %w", err)
-	}
-	b, err := newBuilder(header)
+	c, header, err := newCSVReader(r, opt)
 	if err != nil {
 		return nil, err
 	}
-	dataStart := lr.read - int64(br.Buffered())
+	codec, err := newRowCodec(header)
+	if err != nil {
+		return nil, err
+	}
+	b := &builder{codec: codec, seen: map[string]int{}}
+	b.t.columns = codec.columns
+	dataStart := c.offset()
 	for row := 1; ; row++ {
-		lr.recStart = lr.read - int64(br.Buffered())
+		c.startRecord()
 		if row == reserveAfter+1 && opt.SizeHint > 0 {
-			b.reserve(lr.recStart-dataStart, min(opt.SizeHint, lr.max)-dataStart)
+			b.reserve(c.lr.recStart-dataStart, min(opt.SizeHint, c.lr.max)-dataStart)
 		}
-		rec, err := cr.Read()
+		rec, err := c.cr.Read()
 		switch {
 		case err == io.EOF:
 			return b.finish()
 		case errors.Is(err, errRowTooLarge):
-			b.errs.add(row, b.line(cr, err), "invalid row: longer than %d bytes (is a quote left open?)", lr.maxRow)
+			b.errs.add(row, recordLine(c.cr, err), "invalid row: longer than %d bytes (is a quote left open?)", c.lr.maxRow)
 			return nil, &b.errs // the CSV cannot be resynchronised after a cut
 		case isRecordError(err):
-			b.errs.add(row, b.line(cr, err), "invalid row: %v", err)
+			b.errs.add(row, recordLine(c.cr, err), "invalid row: %v", err)
+		case errors.Is(err, ErrTooLarge):
+			return nil, ErrTooLarge
 		case err != nil:
 			return nil, fmt.Errorf("lookup: reading CSV: %w", err)
 		default:
-			line, _ := cr.FieldPos(0)
+			line, _ := c.cr.FieldPos(0)
 			b.add(row, line, rec)
 		}
 	}
@@ -117,65 +95,17 @@ func isRecordError(err error) bool {
 // validation needs (keys, for duplicates), since the table is discarded.
 type builder struct {
 	t     Table
-	names [][]byte       // `"column":` per column, encoded once
+	codec rowCodec
 	seen  map[string]int // key → data row where it first appeared
 	errs  RowErrors
-	cells cellParser
-}
-
-func newBuilder(header []string) (*builder, error) {
-	if len(header) < 2 {
-		return nil, fmt.Errorf("%w: header: at least 2 columns are required (a key and one property), got %d", ErrInvalid, len(header))
-	}
-	b := &builder{seen: map[string]int{}}
-	first := map[string]int{}
-	for i, name := range header {
-		switch j, dup := first[name]; {
-		case !utf8.ValidString(name):
-			return nil, fmt.Errorf("%w: header: column %d: name is not valid UTF-8", ErrInvalid, i+1)
-		case strings.TrimSpace(name) == "":
-			return nil, fmt.Errorf("%w: header: column %d: name is blank", ErrInvalid, i+1)
-		case dup:
-			return nil, fmt.Errorf("%w: header: column %d: name %q is already used by column %d", ErrInvalid, i+1, name, j+1)
-		}
-		first[name] = i
-		name = strings.Clone(name) // header is the csv.Reader's reused record
-		b.t.columns = append(b.t.columns, name)
-		b.names = append(b.names, append(jsonw.String(nil, name), ':'))
-	}
-	return b, nil
-}
-
-// line finds where a failed record starts, for the error message.
-func (b *builder) line(cr *csv.Reader, err error) int {
-	var pe *csv.ParseError
-	if errors.As(err, &pe) {
-		return pe.StartLine
-	}
-	line, _ := cr.FieldPos(0)
-	return line
 }
 
 func (b *builder) add(row, line int, rec []string) {
-	if len(rec) != len(b.names) {
-		b.errs.add(row, line, "invalid row: wrong number of fields: got %d, want %d", len(rec), len(b.names))
+	if msg := b.codec.check(rec); msg != "" {
+		b.errs.add(row, line, "%s", msg)
 		return
 	}
 	key := rec[0]
-	if strings.TrimSpace(key) == "" {
-		b.errs.add(row, line, "primary key is required and cannot be blank")
-		return
-	}
-	if strings.IndexByte(key, 0) >= 0 {
-		b.errs.add(row, line, "%s", errNULKey)
-		return
-	}
-	for i, cell := range rec {
-		if !utf8.ValidString(cell) {
-			b.errs.add(row, line, "column %q: value is not valid UTF-8", b.t.columns[i])
-			return
-		}
-	}
 	if first, dup := b.seen[key]; dup {
 		b.errs.add(row, line, "duplicate primary key %q (first in row %d)", key, first)
 		return
@@ -185,16 +115,7 @@ func (b *builder) add(row, line int, rec []string) {
 	if b.errs.Total > 0 {
 		return
 	}
-	buf := append(b.t.buf, '{')
-	buf = jsonw.String(append(buf, b.names[0]...), key)
-	for i := 1; i < len(rec); i++ {
-		if rec[i] == "" {
-			continue // an empty cell is an absent property
-		}
-		buf = append(append(buf, ','), b.names[i]...)
-		buf = b.cells.append(buf, rec[i])
-	}
-	b.t.buf = append(buf, '}')
+	b.t.buf = b.codec.encode(b.t.buf, key, rec)
 	b.t.ends = append(b.t.ends, len(b.t.buf))
 	b.t.keys = append(b.t.keys, key)
 }

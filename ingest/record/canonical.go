@@ -7,6 +7,7 @@ import (
 
 	"github.com/tributary-dev/tributary/ingest/identity"
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/jsonscan"
 )
 
 // The canonical path validates, in one pass and without a parse tree, the
@@ -233,7 +234,7 @@ func (s *canonScan) str(i int) (string, int, bool) {
 	for {
 		for i+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[i:])
-			f := (specialBytes(w) | w) & msb
+			f := (jsonscan.Special(w) | w) & jsonscan.MSB
 			if f == 0 {
 				i += 8
 				continue
@@ -258,20 +259,6 @@ func (s *canonScan) str(i int) (string, int, bool) {
 		}
 		i++
 	}
-}
-
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// specialBytes flags (in the high bit of each byte) the bytes of v that are
-// '"', '\\' or below 0x20. Only the lowest flag is exact: a borrow may set
-// flags above it.
-func specialBytes(v uint64) uint64 {
-	q := v ^ (lsb * '"')
-	b := v ^ (lsb * '\\')
-	return (((q - lsb) &^ q) | ((b - lsb) &^ b) | ((v - lsb*0x20) &^ v)) & msb
 }
 
 // strValue reads a string value at i.

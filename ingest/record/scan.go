@@ -5,6 +5,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/tributary-dev/tributary/ingest/jsonnum"
+	"github.com/tributary-dev/tributary/internal/jsonscan"
 )
 
 // scanner is a strict, allocation-free JSON validator for one record.
@@ -42,7 +43,7 @@ func (s *scanner) scan(b []byte) error {
 	s.escapes, s.badUTF8, s.lone, s.big = false, false, false, false
 	st := s.stack[:0]
 	defer func() { s.stack = st[:0] }()
-	i := skipSpace(b, 0)
+	i := jsonscan.SkipSpace(b, 0)
 	var err error
 value:
 	for {
@@ -51,7 +52,7 @@ value:
 		}
 		switch c := b[i]; c {
 		case '{', '[':
-			j := skipSpace(b, i+1)
+			j := jsonscan.SkipSpace(b, i+1)
 			if j < len(b) && b[j] == c+2 { // '}' is '{'+2, ']' is '['+2
 				i = j + 1
 				break
@@ -85,7 +86,7 @@ value:
 		}
 		// A value is complete: close containers until another value is due.
 		for {
-			i = skipSpace(b, i)
+			i = jsonscan.SkipSpace(b, i)
 			if len(st) == 0 {
 				if i < len(b) {
 					return errAt(i, "unexpected data after the record")
@@ -98,7 +99,7 @@ value:
 			top := st[len(st)-1]
 			switch c := b[i]; {
 			case c == ',':
-				i = skipSpace(b, i+1)
+				i = jsonscan.SkipSpace(b, i+1)
 				if top == '{' {
 					if i, err = s.member(b, i); err != nil {
 						return err
@@ -124,11 +125,11 @@ func (s *scanner) member(b []byte, i int) (int, error) {
 	if err != nil {
 		return i, err
 	}
-	i = skipSpace(b, i)
+	i = jsonscan.SkipSpace(b, i)
 	if i >= len(b) || b[i] != ':' {
 		return i, errAt(i, "expected ':' after an object key")
 	}
-	return skipSpace(b, i+1), nil
+	return jsonscan.SkipSpace(b, i+1), nil
 }
 
 // plain marks bytes that need no attention inside a string.
@@ -183,7 +184,7 @@ func (s *scanner) escape(b []byte, i int) (int, error) {
 	default:
 		return 0, errAt(i, fmt.Sprintf("invalid escape \\%c", b[i+1]))
 	}
-	r, ok := hex4(b, i+2)
+	r, ok := jsonscan.Hex4(b, i+2)
 	if !ok {
 		return 0, errAt(i, "invalid \\u escape")
 	}
@@ -191,7 +192,7 @@ func (s *scanner) escape(b []byte, i int) (int, error) {
 		return 6, nil
 	}
 	if r < 0xDC00 && i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-		if r2, ok := hex4(b, i+8); ok && r2 >= 0xDC00 && r2 <= 0xDFFF {
+		if r2, ok := jsonscan.Hex4(b, i+8); ok && r2 >= 0xDC00 && r2 <= 0xDFFF {
 			return 12, nil
 		}
 	}
@@ -199,27 +200,6 @@ func (s *scanner) escape(b []byte, i int) (int, error) {
 	// treated like invalid UTF-8 (failed in strict mode, replaced otherwise).
 	s.lone, s.badUTF8 = true, true
 	return 6, nil
-}
-
-func hex4(b []byte, i int) (rune, bool) {
-	if i+4 > len(b) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[i : i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			c -= '0'
-		case c >= 'a' && c <= 'f':
-			c -= 'a' - 10
-		case c >= 'A' && c <= 'F':
-			c -= 'A' - 10
-		default:
-			return 0, false
-		}
-		r = r<<4 | rune(c)
-	}
-	return r, true
 }
 
 func literal(b []byte, i int, lit string) (int, error) {
@@ -307,12 +287,12 @@ func fixSurrogates(dst, b []byte) []byte {
 		case c == '"':
 			in = false
 		case c == '\\' && b[i+1] == 'u':
-			r, _ := hex4(b, i+2)
+			r, _ := jsonscan.Hex4(b, i+2)
 			if r < 0xD800 || r > 0xDFFF {
 				break
 			}
 			if r < 0xDC00 && i+12 <= len(b) && b[i+6] == '\\' && b[i+7] == 'u' {
-				if r2, _ := hex4(b, i+8); r2 >= 0xDC00 && r2 <= 0xDFFF {
+				if r2, _ := jsonscan.Hex4(b, i+8); r2 >= 0xDC00 && r2 <= 0xDFFF {
 					dst = append(dst, b[i:i+12]...)
 					i += 11
 					continue

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+
+	"github.com/tributary-dev/tributary/internal/jsonscan"
 )
 
 // Errors returned by Split. The HTTP layer maps ErrTooManyRecords and
@@ -55,7 +57,7 @@ func Split(body []byte, ndjson bool, lim Limits, dst [][]byte) ([][]byte, error)
 	body = bytes.TrimPrefix(body, []byte("\xef\xbb\xbf")) // some Windows clients send a BOM
 	f := framer{b: body, lim: lim, dst: dst, base: len(dst)}
 	var err error
-	switch i := skipSpace(body, 0); {
+	switch i := jsonscan.SkipSpace(body, 0); {
 	case ndjson:
 		err = f.lines()
 	case i < len(body) && body[i] == '[':
@@ -95,7 +97,7 @@ func (f *framer) add(start, end int) error {
 
 func (f *framer) array(i int) error {
 	b := f.b
-	i = skipSpace(b, i)
+	i = jsonscan.SkipSpace(b, i)
 	if i < len(b) && b[i] == ']' {
 		return f.end(i + 1)
 	}
@@ -110,13 +112,13 @@ func (f *framer) array(i int) error {
 		if err := f.add(i, end); err != nil {
 			return err
 		}
-		i = skipSpace(b, end)
+		i = jsonscan.SkipSpace(b, end)
 		if i >= len(b) {
 			return fmt.Errorf("%w: the array is truncated (no closing ']')", ErrMalformed)
 		}
 		switch b[i] {
 		case ',':
-			i = skipSpace(b, i+1)
+			i = jsonscan.SkipSpace(b, i+1)
 		case ']':
 			return f.end(i + 1)
 		default:
@@ -127,7 +129,7 @@ func (f *framer) array(i int) error {
 
 // end checks that only whitespace follows the closing bracket.
 func (f *framer) end(i int) error {
-	if i = skipSpace(f.b, i); i < len(f.b) {
+	if i = jsonscan.SkipSpace(f.b, i); i < len(f.b) {
 		return fmt.Errorf("%w: at byte %d: unexpected data after the closing ']'", ErrMalformed, i)
 	}
 	return nil
@@ -136,7 +138,7 @@ func (f *framer) end(i int) error {
 // values frames whitespace-separated objects (NDJSON or a single object).
 func (f *framer) values(i int) error {
 	b := f.b
-	for i = skipSpace(b, i); i < len(b); i = skipSpace(b, i) {
+	for i = jsonscan.SkipSpace(b, i); i < len(b); i = jsonscan.SkipSpace(b, i) {
 		if b[i] != '{' && b[i] != '[' {
 			return fmt.Errorf("%w: at byte %d: expected a JSON object, found %q", ErrMalformed, i, b[i])
 		}
@@ -165,9 +167,9 @@ func (f *framer) lines() error {
 		if k := bytes.IndexByte(b[i:], '\n'); k >= 0 {
 			end, next = i+k, i+k+1
 		}
-		s := skipSpace(b[:end], i)
+		s := jsonscan.SkipSpace(b[:end], i)
 		e := end
-		for e > s && isSpace(b[e-1]) {
+		for e > s && jsonscan.IsSpace(b[e-1]) {
 			e--
 		}
 		if e > s {
@@ -222,7 +224,7 @@ func valueEnd(b []byte, i int) (int, error) {
 	// A scalar (number, literal or junk): up to the next delimiter. Decode
 	// reports it as a record that is not an object.
 	j := i
-	for j < len(b) && !isSpace(b[j]) && b[j] != ',' && b[j] != ']' && b[j] != '}' {
+	for j < len(b) && !jsonscan.IsSpace(b[j]) && b[j] != ',' && b[j] != ']' && b[j] != '}' {
 		j++
 	}
 	return j, nil
@@ -247,13 +249,4 @@ func stringEnd(b []byte, i int) (int, bool) {
 		}
 		i = q + 1
 	}
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\r' || c == '\t' }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && isSpace(b[i]) {
-		i++
-	}
-	return i
 }

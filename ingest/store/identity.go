@@ -78,10 +78,24 @@ type Profiles interface {
 	ScanProfiles(ctx context.Context, q ProfileScan, fn func(*StoredProfile) error) error
 }
 
+// LookupRows is a table to store, one bounded batch at a time
+// (lookup.Stream for an upload, Table.Batches for a table in memory).
+type LookupRows interface {
+	Columns() []string
+	// Next returns the next batch, valid until the following call, or
+	// io.EOF after the last.
+	Next() (*lookup.Batch, error)
+}
+
 // Lookups holds lookup tables, each replaced whole.
 type Lookups interface {
-	// ReplaceLookup atomically replaces a table's rows; durable on return.
-	ReplaceLookup(ctx context.Context, project int64, id string, t *lookup.Table) error
+	// ReplaceLookup atomically replaces a table's rows with those rows
+	// yields, appending each batch inside the replacement's transaction;
+	// durable on return. A key repeated from an earlier batch fails it with
+	// Batch.Duplicate's error, and any error from rows.Next (wrapped) rolls
+	// it back: the previous table stays whole, and readers see it or the
+	// new one, never a mix.
+	ReplaceLookup(ctx context.Context, project int64, id string, rows LookupRows) error
 	// ScanLookup streams a table's rows (key, compact JSON object) in key
 	// order; ErrNotFound when it was never uploaded.
 	ScanLookup(ctx context.Context, project int64, id string, fn func(key string, row []byte) error) error

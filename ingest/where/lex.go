@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/tributary-dev/tributary/internal/jsonscan"
 )
 
 type tokKind uint8
@@ -183,13 +185,13 @@ func unescape(s string) (rune, int, bool) {
 	case 't':
 		return '\t', 2, true
 	case 'u':
-		r, ok := hex4(s[2:])
+		r, ok := jsonscan.Hex4(s, 2)
 		if !ok {
 			return 0, min(6, len(s)), false
 		}
 		if utf16.IsSurrogate(r) {
 			if len(s) >= 12 && s[6] == '\\' && s[7] == 'u' {
-				if r2, ok := hex4(s[8:]); ok {
+				if r2, ok := jsonscan.Hex4(s, 8); ok {
 					if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
 						return d, 12, true
 					}
@@ -201,12 +203,4 @@ func unescape(s string) (rune, int, bool) {
 	}
 	_, n := utf8.DecodeRuneInString(s[1:])
 	return 0, 1 + n, false
-}
-
-func hex4(s string) (rune, bool) {
-	if len(s) < 4 {
-		return 0, false
-	}
-	v, err := strconv.ParseUint(s[:4], 16, 32)
-	return rune(v), err == nil
 }

@@ -30,7 +30,6 @@ func (Credentials) GoString() string             { return redacted }
 func (Credentials) LogValue() slog.Value         { return slog.StringValue(redacted) }
 func (Credentials) MarshalText() ([]byte, error) { return []byte(redacted), nil }
 func (c Credentials) Format(f fmt.State, _ rune) { _, _ = f.Write([]byte(redacted)) }
-func (c Credentials) complete() bool             { return c.APIKey != "" && c.APISecret != "" }
 func (c Credentials) equal(o Credentials) bool {
 	return c.APIKey == o.APIKey && c.APISecret == o.APISecret
 }

@@ -14,7 +14,7 @@
 //     scan.go) or, for a line that pass leaves, through fastjson's parse
 //     tree, which writes the same bytes; loader (pipeline.go) validates batches with
 //     ingest/record's strict decoder, exactly as /import does for a
-//     Simplified ID Merge project, and writes them through store.Store.
+//     Simplified ID Merge project, and writes them through a store's Write.
 //   - profileSpill (profiles.go) keeps each user's latest event, spilled to
 //     sorted run files, and the job ends with one $set per user.
 //   - Service (service.go, run.go) runs Jobs, persisted in a JobStore and

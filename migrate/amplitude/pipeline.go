@@ -32,7 +32,7 @@ var errTooManyEvents = errors.New("too many events")
 type loader struct {
 	project   int64
 	token     string
-	store     store.Store // nil: dry run
+	store     Writer // nil: dry run
 	now       func() time.Time
 	batchSize int
 	// maxEvents refuses a migration at that many exported events; before
@@ -78,7 +78,7 @@ const (
 	recRejected          // refused by the store: its event is in the batch
 )
 
-func newLoader(chunks *chunkPool, projectID int64, token string, st store.Store, now func() time.Time, batchSize int) *loader {
+func newLoader(chunks *chunkPool, projectID int64, token string, st Writer, now func() time.Time, batchSize int) *loader {
 	return &loader{
 		chunks:  chunks,
 		project: projectID, token: token, store: st, now: now, batchSize: batchSize,

@@ -3,6 +3,8 @@ package amplitude
 import (
 	"encoding/binary"
 	"math/bits"
+
+	"github.com/tributary-dev/tributary/internal/jsonscan"
 )
 
 // The transform's fast path reads an export line in one pass instead of
@@ -64,15 +66,13 @@ type lineScanner struct {
 	members []member
 }
 
-func isWS(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
-
 // skipWS returns the index of the first non-whitespace byte at or after i,
 // with fWS when it skipped any.
 func (s *lineScanner) skipWS(i int) (int, vflags) {
-	if i >= len(s.b) || !isWS(s.b[i]) {
+	if i >= len(s.b) || !jsonscan.IsSpace(s.b[i]) {
 		return i, 0
 	}
-	for i++; i < len(s.b) && isWS(s.b[i]); i++ {
+	for i++; i < len(s.b) && jsonscan.IsSpace(s.b[i]); i++ {
 	}
 	return i, fWS
 }
@@ -89,7 +89,7 @@ func (s *lineScanner) str(i int) (int, vflags) {
 	for {
 		for j+8 <= len(b) {
 			w := binary.LittleEndian.Uint64(b[j:])
-			m := specialBytes(w)
+			m := jsonscan.Special(w)
 			if m == 0 {
 				high |= w
 				j += 8
@@ -105,7 +105,7 @@ func (s *lineScanner) str(i int) (int, vflags) {
 		}
 		switch c := b[j]; {
 		case c == '"':
-			if high&msb != 0 {
+			if high&jsonscan.MSB != 0 {
 				f |= fHigh
 			}
 			return j + 1, f
@@ -120,20 +120,6 @@ func (s *lineScanner) str(i int) (int, vflags) {
 			j++
 		}
 	}
-}
-
-const (
-	lsb = 0x0101010101010101
-	msb = 0x8080808080808080
-)
-
-// specialBytes has the high bit set in the first byte of x (in memory
-// order) that is a quote, a backslash or a control byte; later bits may
-// be false alarms (borrows), never the first.
-func specialBytes(x uint64) uint64 {
-	q := x ^ (lsb * '"')
-	bs := x ^ (lsb * '\\')
-	return ((q-lsb)&^q | (bs-lsb)&^bs | (x-lsb*0x20)&^x) & msb
 }
 
 // value scans the value starting at b[i]. Members of an object go to
@@ -288,7 +274,7 @@ func appendCompact(dst, line []byte, v val) []byte {
 			continue
 		case c == '"':
 			inStr = !inStr
-		case !inStr && isWS(c):
+		case !inStr && jsonscan.IsSpace(c):
 			continue
 		}
 		dst = append(dst, c)

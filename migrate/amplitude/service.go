@@ -30,10 +30,15 @@ type Projects interface {
 	RequestFor(r *http.Request, allow auth.Allowed, projectID int64) (auth.Principal, error)
 }
 
+// Writer is all a migration needs of a store: store.Store's Write.
+type Writer interface {
+	Write(ctx context.Context, batches []store.Batch) (store.WriteResult, error)
+}
+
 // Config is what the service takes from the server. Store, Jobs and
 // Projects are required; the rest have defaults.
 type Config struct {
-	Store    store.Store
+	Store    Writer
 	Jobs     JobStore
 	Projects Projects
 	Region   config.Region // this server's region

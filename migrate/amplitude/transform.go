@@ -58,7 +58,6 @@ type amplitudeEvent struct {
 type span struct{ start, end int }
 
 func (s span) of(b []byte) []byte { return b[s.start:s.end] }
-func (s span) empty() bool        { return s.end == s.start }
 
 // transformer turns export lines into /import records. It reuses its
 // parser and buffers: one per goroutine.

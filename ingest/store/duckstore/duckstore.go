@@ -35,6 +35,7 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/internal/storekit"
 	"github.com/tributary-dev/tributary/ingest/wal"
 )
 
@@ -182,11 +183,9 @@ type Store struct {
 	// break its promise. Calls are rare, so the lock costs nothing.
 	sharedMu sync.Mutex
 
-	// life guards closed and ops: Close waits for operations in flight so
+	// ops is the lifecycle guard: Close waits for operations in flight so
 	// the file is released (and checkpointed) when it returns.
-	life   sync.Mutex
-	closed bool
-	ops    sync.WaitGroup
+	ops storekit.Gate
 
 	// wsem is the writer lock (a channel so waiting honours ctx). It
 	// guards keys, nextSeq and scratch.
@@ -536,15 +535,7 @@ func (s *Store) loadKeys(ctx context.Context) error {
 }
 
 // enter registers an operation, refusing once Close has begun.
-func (s *Store) enter(op string) error {
-	s.life.Lock()
-	defer s.life.Unlock()
-	if s.closed {
-		return fmt.Errorf("duckstore: %s: %w", op, store.ErrClosed)
-	}
-	s.ops.Add(1)
-	return nil
-}
+func (s *Store) enter(op string) error { return s.ops.Enter("duckstore", op) }
 
 // Ping checks that the database answers a query.
 func (s *Store) Ping(ctx context.Context) error {
@@ -563,13 +554,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // checkpoints the WAL into the main file. It must not be called from a
 // ScanEvents callback. Later calls return nil.
 func (s *Store) Close() error {
-	s.life.Lock()
-	if s.closed {
-		s.life.Unlock()
+	if !s.ops.Shut() {
 		return nil
 	}
-	s.closed = true
-	s.life.Unlock()
 	s.applyMu.Lock()
 	s.closing = true // a write stuck on back-pressure must not hang Close
 	s.applyCond.Broadcast()

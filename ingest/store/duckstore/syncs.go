@@ -10,6 +10,7 @@ import (
 	duckdb "github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/internal/storekit"
 )
 
 // Checkpoints ride the write log with the records they cover (Write), so
@@ -111,8 +112,7 @@ func (s *Store) Checkpoint(ctx context.Context, project int64, importID string) 
 	return bytes.Clone(s.syncs.checkpoints[checkpointKey{project, importID}]), nil
 }
 
-const runColumns = `id, project, import, trigger, period, status, reason, started_ms, ended_ms,
-	rows_read, imported, duplicate, failed, bytes, failures, owner, lease_until_ms`
+const runColumns = storekit.RunColumns
 
 // StartRun implements store.Syncs.
 func (s *Store) StartRun(ctx context.Context, rs store.RunStart) (store.Run, bool, error) {
@@ -152,8 +152,7 @@ func (s *Store) StartRun(ctx context.Context, rs store.RunStart) (store.Run, boo
 		r.Failures = []byte("[]")
 	}
 	_, err = s.db.ExecContext(ctx, `INSERT INTO sync_runs (`+runColumns+`) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		r.ID, r.Project, r.Import, r.Trigger, r.Period, r.Status, r.Reason, r.StartedMs, r.EndedMs,
-		r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes, string(r.Failures), r.Owner, r.LeaseUntilMs)
+		storekit.RunValues(&r)...)
 	if err != nil {
 		return store.Run{}, false, fmt.Errorf("duckstore: start run: %w", err)
 	}
@@ -210,8 +209,7 @@ func (s *Store) queryRuns(ctx context.Context, where string, args ...any) ([]sto
 	for rows.Next() {
 		var r store.Run
 		var fails string
-		if err := rows.Scan(&r.ID, &r.Project, &r.Import, &r.Trigger, &r.Period, &r.Status, &r.Reason, &r.StartedMs, &r.EndedMs,
-			&r.RowsRead, &r.Imported, &r.Duplicate, &r.Failed, &r.Bytes, &fails, &r.Owner, &r.LeaseUntilMs); err != nil {
+		if err := rows.Scan(storekit.RunDest(&r, &fails)...); err != nil {
 			return nil, fmt.Errorf("duckstore: runs: %w", err)
 		}
 		r.Failures = []byte(fails)

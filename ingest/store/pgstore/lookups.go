@@ -5,57 +5,89 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
 // ReplaceLookup implements store.Lookups in one transaction: the table's
 // row in lookup_tables is written first, which row-locks it, so two
 // replacements of one table (from any processes) take turns and the second
-// deletes exactly what the first stored.
-func (s *Store) ReplaceLookup(ctx context.Context, project int64, id string, t *lookup.Table) error {
+// deletes exactly what the first stored. Each batch is checked for keys
+// already stored (the primary key would refuse them, but without naming
+// the row) and copied in; row_count is set once all are in.
+func (s *Store) ReplaceLookup(ctx context.Context, project int64, id string, rows store.LookupRows) error {
 	if err := s.enter("replace lookup table"); err != nil {
 		return err
 	}
 	defer s.ops.Done()
-	cols, err := json.Marshal(t.Columns())
-	if err != nil {
-		return fmt.Errorf("pgstore: replace lookup table %q: %w", id, err)
-	}
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return fmt.Errorf("pgstore: replace lookup table %q: %w", id, err)
-	}
-	defer rollback(ctx, tx)
-	if _, err := tx.Exec(ctx, `INSERT INTO lookup_tables (project, id, columns, row_count, updated_ms) VALUES ($1, $2, $3, $4, $5)
-		ON CONFLICT (project, id) DO UPDATE SET columns = excluded.columns, row_count = excluded.row_count, updated_ms = excluded.updated_ms`,
-		project, id, string(cols), int64(t.Len()), time.Now().UnixMilli()); err != nil {
-		return fmt.Errorf("pgstore: replace lookup table %q: %w", id, err)
-	}
-	if _, err := tx.Exec(ctx, `DELETE FROM lookup_rows WHERE project = $1 AND table_id = $2`, project, id); err != nil {
-		return fmt.Errorf("pgstore: replace lookup table %q: %w", id, err)
-	}
-	i := 0
-	_, err = tx.CopyFrom(ctx, pgx.Identifier{"lookup_rows"}, []string{"project", "table_id", "key", "row"},
-		pgx.CopyFromFunc(func() ([]any, error) {
-			if i == t.Len() {
-				return nil, nil
-			}
-			i++
-			return []any{project, id, t.Key(i - 1), t.Row(i - 1)}, nil
-		}))
-	if err != nil {
-		return fmt.Errorf("pgstore: replace lookup table %q: %w", id, err)
-	}
-	// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
-	if err := tx.Commit(context.WithoutCancel(ctx)); err != nil {
+	if err := s.replaceLookup(ctx, project, id, rows); err != nil {
 		return fmt.Errorf("pgstore: replace lookup table %q: %w", id, err)
 	}
 	return nil
+}
+
+func (s *Store) replaceLookup(ctx context.Context, project int64, id string, rows store.LookupRows) error {
+	cols, err := json.Marshal(rows.Columns())
+	if err != nil {
+		return err
+	}
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer rollback(ctx, tx)
+	if _, err := tx.Exec(ctx, `INSERT INTO lookup_tables (project, id, columns, row_count, updated_ms) VALUES ($1, $2, $3, 0, $4)
+		ON CONFLICT (project, id) DO UPDATE SET columns = excluded.columns, row_count = 0, updated_ms = excluded.updated_ms`,
+		project, id, string(cols), time.Now().UnixMilli()); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM lookup_rows WHERE project = $1 AND table_id = $2`, project, id); err != nil {
+		return err
+	}
+	var n int64
+	for {
+		b, err := rows.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if n > 0 { // the first batch meets an empty table
+			found, err := tx.Query(ctx, `SELECT key FROM lookup_rows WHERE project = $1 AND table_id = $2 AND key = ANY($3)`, project, id, b.Keys())
+			if err != nil {
+				return err
+			}
+			stored, err := pgx.CollectRows(found, pgx.RowTo[string])
+			if err != nil {
+				return err
+			}
+			if err := b.Duplicate(stored); err != nil {
+				return err
+			}
+		}
+		i := 0
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"lookup_rows"}, []string{"project", "table_id", "key", "row"},
+			pgx.CopyFromFunc(func() ([]any, error) {
+				if i == b.Len() {
+					return nil, nil
+				}
+				i++
+				return []any{project, id, b.Key(i - 1), b.Row(i - 1)}, nil
+			})); err != nil {
+			return err
+		}
+		n += int64(b.Len())
+	}
+	if _, err := tx.Exec(ctx, `UPDATE lookup_tables SET row_count = $3 WHERE project = $1 AND id = $2`, project, id, n); err != nil {
+		return err
+	}
+	// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
+	return tx.Commit(context.WithoutCancel(ctx))
 }
 
 // ScanLookup implements store.Lookups. The pages share one read-only

@@ -24,12 +24,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/internal/storekit"
 )
 
 // Options tune the store.
@@ -49,11 +49,9 @@ type Store struct {
 	schema string // resolved at Open; part of every advisory lock key
 	log    *slog.Logger
 
-	// life guards closed and ops: Close waits for operations in flight so
+	// ops is the lifecycle guard: Close waits for operations in flight so
 	// no query runs on a closing pool.
-	life   sync.Mutex
-	closed bool
-	ops    sync.WaitGroup
+	ops storekit.Gate
 
 	graphs graphCache // identity.go
 
@@ -134,15 +132,7 @@ func (s *Store) checkDurability(ctx context.Context) error {
 }
 
 // enter registers an operation, refusing once Close has begun.
-func (s *Store) enter(op string) error {
-	s.life.Lock()
-	defer s.life.Unlock()
-	if s.closed {
-		return fmt.Errorf("pgstore: %s: %w", op, store.ErrClosed)
-	}
-	s.ops.Add(1)
-	return nil
-}
+func (s *Store) enter(op string) error { return s.ops.Enter("pgstore", op) }
 
 // Ping checks that the database answers a query.
 func (s *Store) Ping(ctx context.Context) error {
@@ -163,13 +153,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close waits for operations in flight, then closes the pool. It must not
 // be called from a scan callback. Later calls return nil.
 func (s *Store) Close() error {
-	s.life.Lock()
-	if s.closed {
-		s.life.Unlock()
+	if !s.ops.Shut() {
 		return nil
 	}
-	s.closed = true
-	s.life.Unlock()
 	s.ops.Wait()
 	s.pool.Close()
 	return nil

@@ -52,15 +52,6 @@ func resolveID(t *testing.T, s store.Store, project int64, id string) string {
 	return c
 }
 
-func userUpdate(t *testing.T, js string) store.ProfileUpdate {
-	t.Helper()
-	u, err := profile.ParseUser([]byte(js))
-	if err != nil {
-		t.Fatalf("parse %s: %v", js, err)
-	}
-	return store.ProfileUpdate{Update: u}
-}
-
 // TestProcessesShareIdentityAndDedup: writers spread over two stores merge
 // ids into one cluster, count on its profile and send the same events. No
 // merge, profile update or event may be lost or doubled.
@@ -264,7 +255,7 @@ func TestProcessesReplaceLookup(t *testing.T) {
 					t.Error(err)
 					return
 				}
-				if err := s.ReplaceLookup(ctx, 1, "items", tb); err != nil {
+				if err := s.ReplaceLookup(ctx, 1, "items", tb.Batches()); err != nil {
 					t.Errorf("store %d, replacement %d: %v", g, i, err)
 					return
 				}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/internal/storekit"
 )
 
 // Sync state lives in three tables (migration 2). Checkpoints are written
@@ -92,8 +93,7 @@ func (s *Store) Checkpoint(ctx context.Context, project int64, importID string) 
 	return v, nil
 }
 
-const runColumns = `id, project, import, trigger, period, status, reason, started_ms, ended_ms,
-	rows_read, imported, duplicate, failed, bytes, failures, owner, lease_until_ms`
+const runColumns = storekit.RunColumns
 
 // StartRun implements store.Syncs.
 func (s *Store) StartRun(ctx context.Context, rs store.RunStart) (store.Run, bool, error) {
@@ -152,8 +152,7 @@ func (s *Store) startRun(ctx context.Context, rs store.RunStart) (store.Run, boo
 	}
 	_, err = tx.Exec(ctx, `INSERT INTO sync_runs (`+runColumns+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)`,
-		r.ID, r.Project, r.Import, r.Trigger, r.Period, r.Status, r.Reason, r.StartedMs, r.EndedMs,
-		r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes, string(r.Failures), r.Owner, r.LeaseUntilMs)
+		storekit.RunValues(&r)...)
 	if err != nil {
 		return store.Run{}, false, err
 	}
@@ -236,9 +235,7 @@ func scanRuns(rows pgx.Rows) ([]store.Run, error) {
 		r     store.Run
 		fails string
 	)
-	_, err := pgx.ForEachRow(rows, []any{&r.ID, &r.Project, &r.Import, &r.Trigger, &r.Period, &r.Status, &r.Reason,
-		&r.StartedMs, &r.EndedMs, &r.RowsRead, &r.Imported, &r.Duplicate, &r.Failed, &r.Bytes, &fails,
-		&r.Owner, &r.LeaseUntilMs}, func() error {
+	_, err := pgx.ForEachRow(rows, storekit.RunDest(&r, &fails), func() error {
 		r.Failures = []byte(fails)
 		out = append(out, r)
 		return nil

@@ -11,13 +11,13 @@ import (
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
-func lookupTable(t *testing.T, csv string) *lookup.Table {
+func lookupTable(t *testing.T, csv string) *lookup.TableBatches {
 	t.Helper()
 	tb, err := lookup.Parse(strings.NewReader(csv), lookup.Options{})
 	if err != nil {
 		t.Fatalf("parse lookup csv: %v", err)
 	}
-	return tb
+	return tb.Batches()
 }
 
 func lookupRows(t *testing.T, s store.Store, project int64, id string) (map[string]string, error) {

@@ -68,6 +68,8 @@ func Run(t *testing.T, h Harness) {
 		{name: "Profiles_ManyInOneWrite", fn: testProfilesManyInOneWrite},
 		{name: "Profiles_FollowIdentity", fn: testProfilesFollowIdentity},
 		{name: "Lookup_Replace", fn: testLookupReplace},
+		{name: "Lookup_StreamRollback", fn: testLookupStreamRollback},
+		{name: "Lookup_StreamReadersSeeOneVersion", fn: testLookupStreamReaders},
 		{name: "Sync_Checkpoints", fn: testCheckpoints},
 		{name: "Sync_OneRunPerImport", fn: testRunsOnePerImport},
 		{name: "Sync_ConcurrentStart", fn: testRunsConcurrentStart},

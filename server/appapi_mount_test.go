@@ -1,4 +1,4 @@
-package appapi_test
+package server_test
 
 import (
 	"context"

@@ -1,0 +1,705 @@
+package postgres
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/tributary-dev/tributary/connectors"
+)
+
+// feedDB is a test database on a server with wal_level = logical. Its
+// replication slots are dropped before the database (a database with a
+// slot cannot be dropped), and the test fails if any was left.
+func feedDB(t *testing.T) *testDB {
+	t.Helper()
+	db := newDB(t)
+	var level string
+	if err := db.conn.QueryRow(context.Background(), "SHOW wal_level").Scan(&level); err != nil {
+		t.Fatal(err)
+	}
+	if level != "logical" {
+		msg := "wal_level is " + level + ", so the Postgres change feed is NOT TESTED (ALTER SYSTEM SET wal_level = logical, then restart the server)"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg)
+		}
+		t.Skip("\n\n*** SKIPPED: " + msg + " ***\n")
+	}
+	t.Cleanup(func() {
+		_, _ = db.conn.Exec(context.Background(), `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE database = $1 AND active_pid IS NOT NULL`, db.name)
+		_, _ = db.conn.Exec(context.Background(), `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1 AND NOT active`, db.name)
+	})
+	return db
+}
+
+func testFeedName(t *testing.T) string {
+	var b [5]byte
+	_, _ = rand.Read(b[:])
+	return "tributary_test_" + hex.EncodeToString(b[:])
+}
+
+// mirror is what a Mirror sync would hold: rows by key, rendered as text
+// by Arrow, so the feed's batches and Read's compare value for value.
+type mirror map[string][]string
+
+func render(rec arrow.RecordBatch, row int, from int) []string {
+	out := make([]string, 0, rec.NumCols())
+	for c := from; c < int(rec.NumCols()); c++ {
+		col := rec.Column(c)
+		if col.IsNull(row) {
+			out = append(out, "NULL")
+		} else {
+			out = append(out, strings.Clone(col.ValueStr(row))) // the buffer is recycled after the batch
+		}
+	}
+	return out
+}
+
+// tableState reads the table with Read, as a full keyed re-read would.
+func tableState(t *testing.T, src *Source, table string, key int) mirror {
+	t.Helper()
+	m := mirror{}
+	err := src.Read(context.Background(), connectors.ReadRequest{Table: connectors.Table{Name: table}}, func(rec arrow.RecordBatch) error {
+		for i := 0; i < int(rec.NumRows()); i++ {
+			r := render(rec, i, 0)
+			m[r[key]] = r
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// changes runs Changes from pos, applies its batches to m and returns the
+// next position and the ops seen, as "op key".
+func changes(t *testing.T, src *Source, f connectors.Feed, pos string, m mirror, key int) (string, []string) {
+	t.Helper()
+	var ops []string
+	next, err := src.Changes(context.Background(), f, pos, func(rec arrow.RecordBatch) error {
+		if rec.Schema().Field(0).Name != connectors.ChangeOpColumn {
+			t.Fatalf("first column %s", rec.Schema().Field(0).Name)
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			op := rec.Column(0).ValueStr(i)
+			r := render(rec, i, 1)
+			ops = append(ops, op+" "+r[key])
+			if op == connectors.ChangeDelete {
+				delete(m, r[key])
+			} else {
+				m[r[key]] = r
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Changes from %s: %v", pos, err)
+	}
+	return next, ops
+}
+
+func equalState(t *testing.T, got, want mirror) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Errorf("mirror has %d rows, table %d", len(got), len(want))
+	}
+	for k, w := range want {
+		if g, ok := got[k]; !ok || !slices.Equal(g, w) {
+			t.Errorf("key %s: mirror %q, table %q", k, g, w)
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok {
+			t.Errorf("key %s in the mirror, not in the table", k)
+		}
+	}
+}
+
+func slotCount(t *testing.T, db *testDB, name string) (slots, pubs int) {
+	t.Helper()
+	ctx := context.Background()
+	if err := db.conn.QueryRow(ctx, "SELECT count(*) FROM pg_replication_slots WHERE slot_name = $1", name).Scan(&slots); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.conn.QueryRow(ctx, "SELECT count(*) FROM pg_publication WHERE pubname = $1", name).Scan(&pubs); err != nil {
+		t.Fatal(err)
+	}
+	return slots, pubs
+}
+
+// bigText does not compress, so PostgreSQL stores it out of line (TOAST).
+func bigText(n int) string {
+	b := make([]byte, n/2)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+const feedTable = `CREATE TABLE public.items (
+	id int PRIMARY KEY, name text, score numeric(10,2), tags text[], at timestamptz,
+	flag bool, mood public.mood, doc jsonb, body text)`
+
+func TestFeedRounds(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TYPE public.mood AS ENUM ('sad', 'ok', 'happy')")
+	db.exec(t, feedTable)
+	db.exec(t, `INSERT INTO items SELECT g, 'n' || g, g * 1.5, ARRAY['a', NULL], '2024-01-01T00:00:00Z'::timestamptz + g * interval '1 hour',
+		g % 2 = 0, 'ok', '{"k": 1}', CASE WHEN g = 5 THEN $1 ELSE 'short' END FROM generate_series(1, 20) g`, bigText(200_000))
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "public.items"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	// The engine's first full read, after StartFeed.
+	m := tableState(t, src, "public.items", 0)
+
+	// Batches have Read's column types, $op first.
+	var readSchema *arrow.Schema
+	_ = src.Read(ctx, connectors.ReadRequest{Table: f.Table, Limit: 1}, func(rec arrow.RecordBatch) error {
+		readSchema = rec.Schema()
+		return nil
+	})
+
+	// Round 1: inserts with NULLs, updates (one row twice: ties in one
+	// transaction), deletes, a key deleted and re-inserted, and a
+	// rolled-back transaction that must emit nothing.
+	db.exec(t, `INSERT INTO items (id, name) VALUES (21, NULL), (22, 'x')`)
+	db.exec(t, `INSERT INTO items VALUES (23, 'all', 1.25, '{}', NULL, NULL, 'happy', 'null', NULL)`)
+	db.exec(t, `BEGIN; UPDATE items SET name = 'twice-1' WHERE id = 2; UPDATE items SET name = 'twice-2', score = NULL WHERE id = 2; COMMIT`)
+	db.exec(t, `UPDATE items SET tags = NULL, mood = 'sad' WHERE id BETWEEN 6 AND 8`)
+	db.exec(t, `DELETE FROM items WHERE id IN (9, 10)`)
+	db.exec(t, `BEGIN; DELETE FROM items WHERE id = 11; INSERT INTO items (id, name) VALUES (11, 'again'); COMMIT`)
+	db.exec(t, `BEGIN; INSERT INTO items (id, name) VALUES (999, 'rolled back'); UPDATE items SET name = 'rb' WHERE id = 1; DELETE FROM items WHERE id = 3; ROLLBACK`)
+	var ops []string
+	schemaChecked := false
+	next, err := src.Changes(ctx, f, pos, func(rec arrow.RecordBatch) error {
+		if !schemaChecked {
+			schemaChecked = true
+			got := rec.Schema()
+			if got.NumFields() != readSchema.NumFields()+1 || got.Field(0).Type.ID() != arrow.STRING {
+				t.Errorf("change schema %s, read schema %s", got, readSchema)
+			}
+			for i, fd := range readSchema.Fields() {
+				if g := got.Field(i + 1); g.Name != fd.Name || !arrow.TypeEqual(g.Type, fd.Type) {
+					t.Errorf("column %d: change %s %s, read %s %s", i, g.Name, g.Type, fd.Name, fd.Type)
+				}
+			}
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			r := render(rec, i, 1)
+			ops = append(ops, rec.Column(0).ValueStr(i)+" "+r[0])
+			if rec.Column(0).ValueStr(i) == connectors.ChangeDelete {
+				delete(m, r[0])
+			} else {
+				m[r[0]] = r
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	equalState(t, m, tableState(t, src, "public.items", 0))
+	for _, op := range ops {
+		if strings.HasSuffix(op, " 999") || op == "delete 3" || op == "update 1" {
+			t.Errorf("a rolled-back change was reported: %s", op)
+		}
+	}
+	if !slices.Contains(ops, "delete 11") || !slices.Contains(ops, "insert 11") {
+		t.Errorf("delete and re-insert of key 11 not both reported: %q", ops)
+	}
+
+	// Round 2: a key update is a delete of the old key and the new row; a
+	// TOASTed value an update leaves alone keeps its value.
+	db.exec(t, `UPDATE items SET id = 1003 WHERE id = 3`)
+	db.exec(t, `UPDATE items SET name = 'big unchanged' WHERE id = 5`)
+	// An update leaving a TOASTed value alone, of a row deleted later:
+	// the value cannot be read any more, the update is skipped, the
+	// delete follows.
+	db.exec(t, `INSERT INTO items (id, body) VALUES (30, $1)`, bigText(100_000))
+	db.exec(t, `UPDATE items SET name = 'doomed' WHERE id = 30`)
+	db.exec(t, `DELETE FROM items WHERE id = 30`)
+	// Unchanged, changed, unchanged again: the last read sees the change.
+	body2 := bigText(150_000)
+	db.exec(t, `INSERT INTO items (id, body) VALUES (31, $1)`, bigText(100_000))
+	db.exec(t, `UPDATE items SET name = 'one' WHERE id = 31`)
+	db.exec(t, `UPDATE items SET body = $1 WHERE id = 31`, body2)
+	db.exec(t, `UPDATE items SET name = 'two' WHERE id = 31`)
+	next2, ops2 := changes(t, src, f, next, m, 0)
+	equalState(t, m, tableState(t, src, "public.items", 0))
+	if !slices.Contains(ops2, "delete 3") || !slices.Contains(ops2, "update 1003") {
+		t.Errorf("key update: ops %q", ops2)
+	}
+	if got := m["5"][8]; len(got) != 200_000 {
+		t.Errorf("TOASTed body of row 5 has %d bytes after an update of another column", len(got))
+	}
+	if m["31"][8] != body2 || m["31"][1] != "two" {
+		t.Errorf("row 31: name %q, body of %d bytes", m["31"][1], len(m["31"][8]))
+	}
+	if slices.Contains(ops2, "update 30") || !slices.Contains(ops2, "delete 30") {
+		t.Errorf("update of a row deleted since: ops %q", ops2)
+	}
+
+	// Nothing new: the same position comes back and nothing is reported.
+	next3, ops3 := changes(t, src, f, next2, m, 0)
+	if len(ops3) != 0 {
+		t.Errorf("no change, yet %q", ops3)
+	}
+
+	// ConfirmFeed moves the slot; a restart from the confirmed position
+	// reports what came after, and a position before it is lost.
+	if err := src.ConfirmFeed(ctx, f, next3); err != nil {
+		t.Fatal(err)
+	}
+	var confirmed string
+	if err := db.conn.QueryRow(ctx, "SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.Name).Scan(&confirmed); err != nil {
+		t.Fatal(err)
+	}
+	if want := strings.Split(next3, ";")[0]; confirmed != want {
+		t.Errorf("confirmed_flush_lsn %s, confirmed %s", confirmed, want)
+	}
+	db.exec(t, `INSERT INTO items (id, name) VALUES (50, 'after confirm')`)
+	src2 := db.open(t) // as after a restart of Tributary
+	_, ops4 := changes(t, src2, f, next3, m, 0)
+	if !slices.Equal(ops4, []string{"insert 50"}) {
+		t.Errorf("after restart from the confirmed position: %q", ops4)
+	}
+	equalState(t, m, tableState(t, src, "public.items", 0))
+	if _, err := src2.Changes(ctx, f, pos, func(arrow.RecordBatch) error { return nil }); !errors.Is(err, connectors.ErrFeedLost) {
+		t.Errorf("Changes from before the confirmed position: %v, want ErrFeedLost", err)
+	}
+}
+
+func TestFeedLost(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	src := db.open(t)
+	start := func(f connectors.Feed) string {
+		t.Helper()
+		db.exec(t, "DROP TABLE IF EXISTS t; CREATE TABLE t (id int PRIMARY KEY, v text)")
+		pos, err := src.StartFeed(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db.exec(t, "INSERT INTO t VALUES (1, 'a')")
+		return pos
+	}
+	lost := func(what string, f connectors.Feed, pos string) {
+		t.Helper()
+		_, err := src.Changes(ctx, f, pos, func(arrow.RecordBatch) error { return nil })
+		if !errors.Is(err, connectors.ErrFeedLost) {
+			t.Errorf("%s: %v, want ErrFeedLost", what, err)
+		}
+	}
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+
+	pos := start(f)
+	db.exec(t, "SELECT pg_drop_replication_slot($1)", f.Name)
+	lost("slot dropped by hand", f, pos)
+
+	pos = start(f)
+	db.exec(t, "DROP TABLE t; CREATE TABLE t (id int PRIMARY KEY, v text)")
+	lost("table dropped and recreated", f, pos)
+
+	pos = start(f)
+	db.exec(t, "ALTER TABLE t ADD COLUMN w int")
+	lost("column added", f, pos)
+
+	pos = start(f)
+	db.exec(t, "TRUNCATE t")
+	lost("truncated", f, pos)
+
+	g := f
+	g.Columns = []string{"v"}
+	pos = start(g)
+	db.exec(t, "ALTER TABLE t DROP COLUMN v")
+	lost("column of the feed dropped", g, pos)
+
+	// A type change committed together with a change.
+	pos = start(f)
+	db.exec(t, "BEGIN; ALTER TABLE t ALTER COLUMN v TYPE varchar(20); INSERT INTO t VALUES (2, 'b'); COMMIT")
+	lost("column type changed", f, pos)
+
+	lost("malformed position", f, "nonsense")
+
+	pos = start(f)
+	db.exec(t, "ALTER PUBLICATION "+f.Name+" DROP TABLE t")
+	lost("table taken out of the publication", f, pos)
+
+	pos = start(f)
+	db.exec(t, "SELECT pg_drop_replication_slot($1)", f.Name)
+	db.exec(t, "SELECT pg_create_logical_replication_slot($1, 'test_decoding')", f.Name)
+	lost("slot recreated by hand with another plugin", f, pos)
+}
+
+// TestFeedTerminated cuts the walsender mid-stream: a retryable error,
+// and a retry from the same position ends exact.
+func TestFeedTerminated(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	m := tableState(t, src, "t", 0)
+	// About 40 MB of stream, more than the socket buffers between the
+	// walsender and the feed can hold while fn blocks: the cut must come
+	// before the end has been sent.
+	for i := 0; i < 4; i++ {
+		db.exec(t, "INSERT INTO t SELECT g, repeat(md5(g::text), 8) FROM generate_series($1::int * 40000 + 1, ($1::int + 1) * 40000) g", i)
+	}
+	db.exec(t, "UPDATE t SET v = 'u' WHERE id % 7 = 0")
+	db.exec(t, "DELETE FROM t WHERE id % 11 = 0")
+	killed := false
+	_, err = src.Changes(ctx, f, pos, func(rec arrow.RecordBatch) error {
+		if !killed {
+			killed = true
+			db.exec(t, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1", f.Name)
+		}
+		return nil
+	})
+	t.Logf("cut mid-stream: %v", err)
+	if err == nil || errors.Is(err, connectors.ErrFeedLost) || connectors.IsPermanent(err) {
+		t.Fatalf("Changes with its walsender terminated: %v, want a retryable error", err)
+	}
+	next, _ := changes(t, src, f, pos, m, 0)
+	equalState(t, m, tableState(t, src, "t", 0))
+	if len(m) == 0 || next == pos {
+		t.Errorf("retry reported nothing (%d rows, next %s)", len(m), next)
+	}
+}
+
+func TestFeedDrop(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	for i := 0; i < 2; i++ { // a second start replaces the first
+		if _, err := src.StartFeed(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		if s, p := slotCount(t, db, f.Name); s != 1 || p != 1 {
+			t.Fatalf("after StartFeed: %d slots, %d publications", s, p)
+		}
+	}
+	for i := 0; i < 2; i++ { // dropping twice is fine
+		if err := src.DropFeed(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		if s, p := slotCount(t, db, f.Name); s != 0 || p != 0 {
+			t.Fatalf("after DropFeed: %d slots, %d publications", s, p)
+		}
+	}
+}
+
+// TestFeedUnavailable: what the feed cannot do exactly is
+// ErrFeedUnavailable, and leaves nothing behind in the database.
+func TestFeedUnavailable(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	src := db.open(t)
+	db.exec(t, "CREATE TABLE nokey (id int, v text)")
+	db.exec(t, "CREATE TABLE iv (id int PRIMARY KEY, d interval)")
+	db.exec(t, "CREATE TABLE ok (id int PRIMARY KEY, v text)")
+	db.exec(t, "CREATE UNLOGGED TABLE unlogged (id int PRIMARY KEY, v text)")
+	db.exec(t, "CREATE VIEW vw AS SELECT * FROM ok")
+	for _, c := range []struct {
+		table string
+		cols  []string
+	}{
+		{"nokey", nil},           // no replica identity: a publication would break its DELETEs
+		{"iv", nil},              // interval is read as text
+		{"iv", []string{"id"}},   // fine: only the key …
+		{"ok", []string{"nope"}}, // … but an unknown column is an error
+	} {
+		f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: c.table}, Key: []string{"id"}, Columns: c.cols}
+		_, err := src.StartFeed(ctx, f)
+		_ = src.DropFeed(ctx, f)
+		if c.table == "iv" && c.cols != nil {
+			if err != nil {
+				t.Errorf("%s %v: %v", c.table, c.cols, err)
+			}
+			continue
+		}
+		if c.table == "ok" {
+			if !errors.Is(err, connectors.ErrNotFound) {
+				t.Errorf("unknown column: %v", err)
+			}
+			continue
+		}
+		if !errors.Is(err, connectors.ErrFeedUnavailable) {
+			t.Errorf("%s: %v, want ErrFeedUnavailable", c.table, err)
+		}
+		if s, p := slotCount(t, db, f.Name); s != 0 || p != 0 {
+			t.Errorf("%s: %d slots, %d publications left", c.table, s, p)
+		}
+	}
+
+	// A role without REPLICATION, owning its table.
+	role := testFeedName(t)
+	db.exec(t, "CREATE ROLE "+role+" LOGIN NOREPLICATION")
+	t.Cleanup(func() {
+		_, _ = db.conn.Exec(context.Background(), "DROP OWNED BY "+role)
+		_, _ = db.conn.Exec(context.Background(), "DROP ROLE "+role)
+	})
+	db.exec(t, "ALTER TABLE ok OWNER TO "+role)
+	src2, err := Open(ctx, map[string]string{"dsn": db.dsn + " user=" + role})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src2.Close()
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "ok"}, Key: []string{"id"}}
+	if _, err := src2.StartFeed(ctx, f); !errors.Is(err, connectors.ErrFeedUnavailable) {
+		t.Errorf("role without REPLICATION: %v, want ErrFeedUnavailable", err)
+	}
+	if err := src2.DropFeed(ctx, f); err != nil {
+		t.Errorf("DropFeed of a feed that never started: %v", err)
+	}
+	// With REPLICATION but not owning the table: no publication.
+	db.exec(t, "ALTER ROLE "+role+" REPLICATION")
+	db.exec(t, "ALTER TABLE ok OWNER TO postgres")
+	if _, err := src2.StartFeed(ctx, f); !errors.Is(err, connectors.ErrFeedUnavailable) {
+		t.Errorf("role not owning the table: %v, want ErrFeedUnavailable", err)
+	}
+	if s, p := slotCount(t, db, f.Name); s != 0 || p != 0 {
+		t.Errorf("role not owning the table: %d slots, %d publications left", s, p)
+	}
+}
+
+// TestFeedNamedPublication: with `publication:` the feed uses the user's
+// publication and never creates or drops one.
+func TestFeedNamedPublication(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	db.exec(t, `CREATE PUBLICATION "Mine" FOR TABLE t`)
+	src, err := Open(ctx, map[string]string{"dsn": db.dsn, "publication": "Mine"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.Close()
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s, p := slotCount(t, db, f.Name); s != 1 || p != 0 {
+		t.Errorf("%d slots, %d own publications", s, p)
+	}
+	db.exec(t, "INSERT INTO t VALUES (1, 'a')")
+	m := mirror{}
+	_, ops := changes(t, src, f, pos, m, 0)
+	if !slices.Equal(ops, []string{"insert 1"}) {
+		t.Errorf("ops %q", ops)
+	}
+	if err := src.DropFeed(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	if _, p := slotCount(t, db, "Mine"); p != 1 {
+		t.Error("the user's publication was dropped")
+	}
+	if s, _ := slotCount(t, db, f.Name); s != 0 {
+		t.Error("slot left after DropFeed")
+	}
+	if _, err := Open(ctx, map[string]string{"dsn": db.dsn, "publication": "bad-name"}); err == nil {
+		t.Error("a publication name that is not an identifier was accepted")
+	}
+}
+
+// TestFeedReleasesWAL: with only other tables changing, Changes still
+// moves the position on, and confirming it lets the slot release WAL
+// (restart_lsn advances), so an idle mirrored table does not make the
+// server keep WAL forever.
+func TestFeedReleasesWAL(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	db.exec(t, "CREATE TABLE other (id int, v text)")
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	restart := func() string {
+		var lsn string
+		if err := db.conn.QueryRow(ctx, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.Name).Scan(&lsn); err != nil {
+			t.Fatal(err)
+		}
+		return lsn
+	}
+	first := restart()
+	m := mirror{}
+	for i := 0; i < 3; i++ {
+		db.exec(t, "INSERT INTO other SELECT g, md5(g::text) FROM generate_series(1, 1000) g")
+		db.exec(t, "CHECKPOINT") // logs the running transactions a slot may restart at
+		next, ops := changes(t, src, f, pos, m, 0)
+		if len(ops) != 0 {
+			t.Fatalf("changes of another table reported: %q", ops)
+		}
+		if next == pos {
+			t.Fatalf("round %d: the position did not move past other tables' changes", i)
+		}
+		if err := src.ConfirmFeed(ctx, f, next); err != nil {
+			t.Fatal(err)
+		}
+		pos = next
+	}
+	if last := restart(); last == first {
+		t.Errorf("restart_lsn still %s after three confirmed rounds", last)
+	}
+}
+
+// TestFeedReplicaIdentityFull: a table without a primary key, with
+// REPLICA IDENTITY FULL and the import's own key column.
+func TestFeedReplicaIdentityFull(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int NOT NULL, v text, big text)")
+	db.exec(t, "ALTER TABLE t REPLICA IDENTITY FULL")
+	db.exec(t, "INSERT INTO t VALUES (1, 'a', $1), (2, 'b', NULL), (3, 'c', NULL)", bigText(100_000))
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	m := tableState(t, src, "t", 0)
+	db.exec(t, "UPDATE t SET id = 20 WHERE id = 2")
+	db.exec(t, "UPDATE t SET v = 'a2' WHERE id = 1")
+	db.exec(t, "DELETE FROM t WHERE id = 3")
+	_, ops := changes(t, src, f, pos, m, 0)
+	equalState(t, m, tableState(t, src, "t", 0))
+	if !slices.Equal(ops, []string{"delete 2", "update 20", "update 1", "delete 3"}) {
+		t.Errorf("ops %q", ops)
+	}
+}
+
+// TestFeedRelationMessages: inside a stream, a Relation message whose
+// columns differ from the feed's start, or a TRUNCATE of the table, ends
+// the feed (the catalog check before streaming catches what was
+// committed before the call; these catch what comes during it).
+func TestFeedRelationMessages(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	sh, err := src.feedShape(ctx, f, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &decoder{s: src, f: f, sh: sh, lost: func(format string, args ...any) error { return connectors.ErrFeedLost }}
+	col := func(name string, typ uint32) *pglogrepl.RelationMessageColumn {
+		return &pglogrepl.RelationMessageColumn{Name: name, DataType: typ, TypeModifier: -1}
+	}
+	same := &pglogrepl.RelationMessage{RelationID: sh.rel, Columns: []*pglogrepl.RelationMessageColumn{col("id", pgtype.Int4OID), col("v", pgtype.TextOID)}}
+	if err := d.change(ctx, same); err != nil {
+		t.Errorf("unchanged relation: %v", err)
+	}
+	other := &pglogrepl.RelationMessage{RelationID: sh.rel + 1, Columns: []*pglogrepl.RelationMessageColumn{col("x", pgtype.Int4OID)}}
+	if err := d.change(ctx, other); err != nil {
+		t.Errorf("another relation: %v", err)
+	}
+	for _, m := range []pglogrepl.Message{
+		&pglogrepl.RelationMessage{RelationID: sh.rel, Columns: []*pglogrepl.RelationMessageColumn{col("id", pgtype.Int4OID), col("v", pgtype.VarcharOID)}},
+		&pglogrepl.RelationMessage{RelationID: sh.rel, Columns: []*pglogrepl.RelationMessageColumn{col("id", pgtype.Int4OID)}},
+		&pglogrepl.TruncateMessage{RelationIDs: []uint32{sh.rel + 1, sh.rel}},
+	} {
+		if err := d.change(ctx, m); !errors.Is(err, connectors.ErrFeedLost) {
+			t.Errorf("%T %+v: %v, want ErrFeedLost", m, m, err)
+		}
+	}
+}
+
+// TestFeedNames: feed names are validated before any SQL, and a table
+// name that needs quoting works through the publication, the catalog
+// look-ups and the TOAST fetch.
+func TestFeedNames(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	src := db.open(t)
+	for _, name := range []string{"", "Upper", "x; DROP TABLE t", `a"b`, strings.Repeat("a", 64)} {
+		f := connectors.Feed{Name: name, Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+		if _, err := src.StartFeed(ctx, f); !errors.Is(err, connectors.ErrBadRequest) {
+			t.Errorf("feed name %q: %v, want ErrBadRequest", name, err)
+		}
+		if err := src.DropFeed(ctx, f); !errors.Is(err, connectors.ErrBadRequest) {
+			t.Errorf("drop feed name %q: %v, want ErrBadRequest", name, err)
+		}
+	}
+	db.exec(t, `CREATE SCHEMA "Odd Schema"`)
+	db.exec(t, `CREATE TABLE "Odd Schema"."we""ird; tab" ("Key col" int PRIMARY KEY, "v""al" text)`)
+	table := `Odd Schema.we"ird; tab`
+	db.exec(t, `INSERT INTO "Odd Schema"."we""ird; tab" VALUES (1, $1)`, bigText(100_000))
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: table}, Key: []string{"Key col"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	m := tableState(t, src, table, 0)
+	db.exec(t, `UPDATE "Odd Schema"."we""ird; tab" SET "Key col" = 2`)
+	_, ops := changes(t, src, f, pos, m, 0)
+	equalState(t, m, tableState(t, src, table, 0))
+	if !slices.Equal(ops, []string{"delete 1", "update 2"}) {
+		t.Errorf("ops %q", ops)
+	}
+}
+
+// TestFeedColumns: a feed of some columns reports those, then the key.
+func TestFeedColumns(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (a text, id int PRIMARY KEY, b int, c bool)")
+	src := db.open(t)
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}, Columns: []string{"c", "a"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	db.exec(t, "INSERT INTO t VALUES ('x', 1, 2, true)")
+	db.exec(t, "DELETE FROM t")
+	var rows [][]string
+	var names []string
+	if _, err := src.Changes(ctx, f, pos, func(rec arrow.RecordBatch) error {
+		names = names[:0]
+		for _, fd := range rec.Schema().Fields() {
+			names = append(names, fd.Name)
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			rows = append(rows, render(rec, i, 0))
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(names, []string{"$op", "c", "a", "id"}) {
+		t.Errorf("columns %q", names)
+	}
+	want := [][]string{{"insert", "true", "x", "1"}, {"delete", "NULL", "NULL", "1"}}
+	if !slices.EqualFunc(rows, want, slices.Equal[[]string]) {
+		t.Errorf("rows %q, want %q", rows, want)
+	}
+}
