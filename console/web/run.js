@@ -16,9 +16,11 @@ function facts(r) {
     ['Duplicates', num(r.num_duplicates)], ['Failed', num(r.num_rows_failed)], ['Bytes', bytes(r.bytes)],
     ['Rate', `${num(r.rows_per_second)} rows/s`],
   ];
-  // Counts some sync modes report (mirror); shown when the server sends them.
-  for (const k of ['num_inserted', 'num_updated', 'num_deleted']) {
-    if (r[k] !== undefined) rows.push([k.replace('num_', '').replace(/^./, (c) => c.toUpperCase()), num(r[k])]);
+  // What a mirror run did to the table's rows ("mirror": {num_inserted, …});
+  // shown when the server sends it.
+  const m = r.mirror || {};
+  for (const k of ['num_inserted', 'num_updated', 'num_deleted', 'num_unchanged']) {
+    if (m[k] !== undefined) rows.push([`Rows ${k.replace('num_', '')}`, num(m[k])]);
   }
   if (r.reason) rows.push(['Reason', r.reason]);
   return h('dl', { class: 'facts', id: 'run-facts' }, rows.map(([k, v]) => [h('dt', {}, k), h('dd', {}, v)]));
