@@ -100,6 +100,10 @@ func (c *Console) handleIndex(w http.ResponseWriter, r *http.Request) {
 func (c *Console) assets() http.Handler {
 	fsrv := http.StripPrefix("/console/", http.FileServerFS(c.web))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/") { // files only, no directory listings
+			http.NotFound(w, r)
+			return
+		}
 		pageHeaders(w)
 		w.Header().Set("Cache-Control", "no-cache") // the files change with the binary
 		fsrv.ServeHTTP(w, r)

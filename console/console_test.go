@@ -147,6 +147,15 @@ func TestPageServedWithCSP(t *testing.T) {
 	}
 }
 
+func TestNoDirectoryListing(t *testing.T) {
+	_, _, h := newTestConsole(t)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/console/", nil))
+	if w.Code != 404 {
+		t.Errorf("GET /console/: %d %s", w.Code, w.Body)
+	}
+}
+
 func between(s, a, b string) string {
 	_, rest, _ := strings.Cut(s, a)
 	v, _, _ := strings.Cut(rest, b)
