@@ -101,6 +101,7 @@ func TestMountedRoutes(t *testing.T) {
 		{"bad project", "GET", "/api/app/projects/zero/warehouse-sources/imports", owner, 404,
 			`{"error":"no project \"zero\": project ids are positive integers","status":"error"}`},
 		{"no such import", "GET", imports + "/nope", owner, 404, `{"error":"no import \"nope\" in project 1","status":"error"}`},
+		{"analyst previews (a read)", "GET", imports + "/nope/preview", analyst, 404, `{"error":"no import \"nope\" in project 1","status":"error"}`},
 		{"analyst lists connections", "GET", "/api/app/projects/1/warehouse-sources/connections", analyst, 200, `"status":"ok"}`},
 		{"unknown route", "GET", "/api/app/projects/1/nothing", owner, 404,
 			`{"code":404,"error":"no such endpoint: GET /api/app/projects/1/nothing","status":"Not Found"}`},

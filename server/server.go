@@ -133,6 +133,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	if ready != nil {
 		ready(ln.Addr().String())
 	}
+	hs.Handler = withConsole(hs.Handler, cfg, a, log) // before any listener serves: it installs the session check
 	if cfg.MigrateListen == "" {
 		hs.Handler = withMigrations(hs.Handler, mig.Handler())
 	} else {

@@ -20,7 +20,7 @@ import (
 // it, name as the route label of tributary_http_requests_total.
 type RouteFunc func(pattern, name string, h http.HandlerFunc)
 
-var appAuth = auth.Allowed{ServiceAccount: true}
+var appAuth = auth.Allowed{ServiceAccount: true, Session: true}
 
 // AppError answers an app API error: {"error":msg,"status":"error"}.
 func AppError(w http.ResponseWriter, status int, msg string) {

@@ -18,7 +18,7 @@ import (
 // The read (query) APIs: profile query (/api/2.0/engage), segmentation and
 // the event-name list. They are read-only, so every role may call them,
 // with the same credentials as raw export.
-var queryAuth = auth.Allowed{Secret: true, ServiceAccount: true, OAuth: true}
+var queryAuth = auth.Allowed{Secret: true, ServiceAccount: true, OAuth: true, Session: true}
 
 // maxQueryForm bounds a form-encoded query body: a distinct_ids list of a
 // few thousand ids fits many times over.

@@ -40,6 +40,8 @@ func (m Method) String() string {
 		return "service_account"
 	case OAuthBearer:
 		return "oauth"
+	case Session:
+		return "session"
 	}
 	return "none"
 }
@@ -90,6 +92,7 @@ type Authenticator struct {
 	tokens   map[secretKey]projectCred
 	accounts map[string]*account
 	oauth    *TokenIssuer
+	sessions SessionFunc // console sessions (session.go); nil: none
 }
 
 // New indexes the configured projects. The config must outlive it.
@@ -153,7 +156,9 @@ func lookup(m map[secretKey]projectCred, v string) (*config.Project, bool) {
 }
 
 // Allowed lists which methods an endpoint accepts.
-type Allowed struct{ Secret, Token, ServiceAccount, OAuth bool }
+// Session is a console session (session.go): it stands for a service
+// account, so only endpoints the console calls allow it.
+type Allowed struct{ Secret, Token, ServiceAccount, OAuth, Session bool }
 
 // Request authenticates r for an endpoint accepting the given methods.
 // project_id comes from the query string, as the public API defines.
@@ -174,6 +179,9 @@ func (a *Authenticator) RequestFor(r *http.Request, allow Allowed, projectID int
 func (a *Authenticator) request(r *http.Request, allow Allowed, projectID int64, hasProject bool) (Principal, error) {
 	h := r.Header.Get("Authorization")
 	if h == "" {
+		if p, ok, err := a.session(r, allow, projectID, hasProject); ok {
+			return p, err
+		}
 		return Principal{}, fmt.Errorf("%w: missing Authorization header", ErrUnauthorized)
 	}
 	scheme, rest, _ := strings.Cut(h, " ")

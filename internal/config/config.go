@@ -183,6 +183,11 @@ type Config struct {
 	// MinScheduleInterval is the shortest interval an import's schedule
 	// may run at (default 1m, at least 1s).
 	MinScheduleInterval Duration `yaml:"min_schedule_interval"`
+	// Console serves the web console at / (nil: on; false: off).
+	Console *bool `yaml:"console"`
+	// ConsoleSessionTTL is how long a console sign-in lasts from the
+	// moment it was made (default 12h, at least 1s).
+	ConsoleSessionTTL Duration `yaml:"console_session_ttl"`
 
 	file string
 }
@@ -291,6 +296,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.MinScheduleInterval == 0 {
 		c.MinScheduleInterval = Duration(60e9)
+	}
+	if c.ConsoleSessionTTL == 0 {
+		c.ConsoleSessionTTL = Duration(12 * 3600e9)
 	}
 	for i := range c.Projects {
 		p := &c.Projects[i]

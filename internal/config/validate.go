@@ -71,6 +71,9 @@ func (c *Config) validate() error {
 	if c.MinScheduleInterval < Duration(1e9) {
 		return bad("min_schedule_interval", "must be at least 1s")
 	}
+	if c.ConsoleSessionTTL < Duration(1e9) {
+		return bad("console_session_ttl", "must be at least 1s")
+	}
 	ids := map[int64]string{}
 	creds := map[string]string{} // token/secret value -> key that declared it
 	accounts := map[string]accountSeen{}
@@ -105,6 +108,9 @@ func (c *Config) validateTLS() error {
 
 // TLS reports whether Listen serves HTTPS.
 func (c *Config) TLS() bool { return c.TLSCertFile != "" }
+
+// ConsoleOn reports whether the web console is served (the default).
+func (c *Config) ConsoleOn() bool { return c.Console == nil || *c.Console }
 
 type accountSeen struct {
 	key, secret string

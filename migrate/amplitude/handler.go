@@ -19,6 +19,7 @@ const maxRequestBytes = 64 << 10
 // migrate listener (by default the main server):
 //
 //	POST /amplitude            start (202) or dry-run (200) a migration
+//	GET  /amplitude?project_id=N  the project's jobs (list.go)
 //	GET  /amplitude/{job_id}   a job's status
 //
 // Errors are {"code","error","status"} as on the rest of the API.
@@ -55,8 +56,12 @@ func writeError(w http.ResponseWriter, status int, msg string) {
 }
 
 func (s *Service) handleSubmit(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodGet {
+		s.handleList(w, r) // list.go
+		return
+	}
 	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
+		w.Header().Set("Allow", "GET, POST")
 		writeError(w, http.StatusMethodNotAllowed, "use POST /amplitude with a JSON body")
 		return
 	}
@@ -119,7 +124,7 @@ func (s *Service) handleStatus(w http.ResponseWriter, r *http.Request) {
 
 // statusAllowed: any credential of the job's project (the TARGET_TOKEN
 // that started it, its API secret, a service account, an OAuth token).
-var statusAllowed = auth.Allowed{Secret: true, Token: true, ServiceAccount: true, OAuth: true}
+var statusAllowed = auth.Allowed{Secret: true, Token: true, ServiceAccount: true, OAuth: true, Session: true}
 
 // authorizeStatus lets only the job's project read a job. The 96-bit job
 // id alone is not a credential: status reports carry event counts and

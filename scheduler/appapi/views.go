@@ -35,6 +35,7 @@ type importView struct {
 	SyncStatus string `json:"last_run_status,omitempty"`
 
 	*importDetail
+	*importStatus
 }
 
 type importDetail struct {
@@ -88,6 +89,7 @@ func (s *Server) view(a *appRequest, e scheduler.Entry, detail bool) importView 
 		t := millisToSeconds(runs[0].StartedMs)
 		v.LastDispatch, v.SyncStatus = &t, runs[0].Status
 	}
+	v.importStatus = s.importStatus(a, e)
 	if detail {
 		v.importDetail = &importDetail{
 			EventName: nullable(im.Event()), EventColumnName: nullable(im.EventColumnName),
@@ -116,18 +118,21 @@ type runView struct {
 	Bytes             int64           `json:"bytes"`
 	RowsPerSecond     float64         `json:"rows_per_second"`
 	Failures          json.RawMessage `json:"failures"`
+	Progress          *runProgress    `json:"progress,omitempty"` // while running (status.go)
 }
 
 func (s *Server) runView(r store.Run) runView {
+	var progress *runProgress
 	if r.Status == store.RunRunning && s.sched != nil {
 		if st, ok := s.sched.Progress(r.ID); ok { // live figures, not the last save
 			r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes = st.RowsRead, st.Imported, st.Duplicates, st.Failed, st.Bytes
+			progress = newRunProgress(st)
 		}
 	}
 	v := runView{
 		RunID: r.ID, Status: r.Status, StartTime: millisToSeconds(r.StartedMs), NumEventsImported: r.Imported,
 		Trigger: r.Trigger, Reason: r.Reason, RowsRead: r.RowsRead, Duplicates: r.Duplicate, RowsFailed: r.Failed,
-		Bytes: r.Bytes, Failures: r.Failures,
+		Bytes: r.Bytes, Failures: r.Failures, Progress: progress,
 	}
 	end := r.EndedMs
 	if end > 0 {
