@@ -302,7 +302,9 @@ func newRunID(now time.Time) string {
 func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool, progress func(run.Stats)) store.Run {
 	defer a.cancel()
 	lastSave := s.opt.Now()
-	opt := run.Options{RunID: a.run.ID, Full: full, Count: progress != nil, Progress: func(st run.Stats) {
+	// Count: every run asks a source that can count (connectors.Counter)
+	// for its total once, so the CLI and the console both show an ETA.
+	opt := run.Options{RunID: a.run.ID, Full: full, Count: true, Progress: func(st run.Stats) {
 		if progress != nil {
 			progress(st)
 		}

@@ -193,6 +193,10 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     const during = await seen.jsonValue();
     assert(during !== "gone", "the run ended before the page showed any rows read while it ran");
     assert(/[1-9][\d,.]* rows\/s/.test(during), `no rate while running: ${during}`);
+    // Server runs count the source first (connectors.Counter), so the view
+    // has a total and an ETA.
+    assert(/ of 1,500,000/.test(during) && /about .+ left/.test(during), `no total or ETA while running: ${during}`);
+    assert((await page.locator("#live progress").count()) === 1, "no progress bar while running");
     await page.locator("#run-facts .badge:not(.b-running)").waitFor({ timeout: 180000 });
     assert((await page.locator("#run-facts .b-succeeded").count()) === 1, `the run ended ${await page.locator("#run-facts").innerText()}`);
     assert((await live.count()) === 0, "the progress view stayed after the run ended");
