@@ -362,6 +362,7 @@ func fill(r store.Run, st run.Stats) store.Run {
 		fs[i] = failure{Row: f.Row, Key: f.Key, Column: f.Column, Field: f.Field, Message: f.Message}
 	}
 	r.Failures, _ = json.Marshal(fs) // plain structs: cannot fail
+	r.Failures = withRetries(r.Failures, st.RetryLog)
 	return r
 }
 

@@ -20,6 +20,8 @@ const ANALYST = [env("ANALYST_USER"), env("ANALYST_SECRET")];
 const GOOD = env("GOOD_IMPORT");
 const BAD = env("BAD_IMPORT");
 const BAD_RUN = env("BAD_RUN");
+const RETRY = env("RETRY_IMPORT"); // its run RETRY_RUN retried a source error once
+const RETRY_RUN = env("RETRY_RUN");
 const BIG = env("BIG_IMPORT"); // slow enough to watch a run live
 const DELETE = env("DELETE_IMPORT"); // deleted through the console
 const PROJECT = env("PROJECT_ID");
@@ -212,6 +214,16 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     assert(/event/i.test(first), `first failure does not name the event: ${first}`);
   });
   await shot(page, "run-failures");
+  await check("retries", async () => {
+    await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(RETRY)}/runs/${encodeURIComponent(RETRY_RUN)}`);
+    await page.locator("table.retries tbody tr td.mono").first().waitFor({ timeout: 10000 });
+    const caption = await page.locator("table.retries caption").innerText();
+    const first = await page.locator("table.retries tbody tr").first().innerText();
+    assert(/Retries \([1-9]/.test(caption), `retries caption: ${caption}`);
+    assert(/JSON/.test(first) && /\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC/.test(first), `first retry: ${first}`);
+    assert(/SUCCEEDED/.test(await page.locator("#run-facts").innerText()), "the retried run did not succeed");
+  });
+  await shot(page, "run-retries");
   await check("preview", async () => {
     await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(GOOD)}`);
     await page.getByRole("button", { name: "Preview" }).click();
