@@ -137,6 +137,7 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("the broken import's run has no failed rows: %+v", r)
 	}
 	retryRun := retriedRun(t, s, retryFile) // a run that retried a source error once
+	sendAPIEvents(t, s)
 
 	shots := os.Getenv("CONSOLE_SCREENSHOTS") // set to keep them (docs/console/)
 	if shots == "" {

@@ -291,6 +291,18 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     await page.locator("svg.chart rect").first().waitFor({ timeout: 20000 });
     const legend = await page.locator(".legend").first().innerText();
     assert(/warehouse-import/.test(legend), `chart legend: ${legend}`);
+    // Every source is its own series (daily usage): the test stored 5
+    // events through /import and 3 through /track, and synced warehouses.
+    const sums = await page.locator("figure.chartbox").first().evaluate((fig) => {
+      const t = fig.querySelector("details table");
+      const heads = [...t.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+      const out = {};
+      for (const tr of t.querySelectorAll("tbody tr")) {
+        [...tr.querySelectorAll("td")].forEach((td, i) => { out[heads[i + 1]] = (out[heads[i + 1]] || 0) + Number(td.textContent.replace(/,/g, "")); });
+      }
+      return out;
+    });
+    assert(sums.import === 5 && sums.track === 3 && sums["warehouse-import"] > 0 && sums.amplitude === 0, `events per day by source: ${JSON.stringify(sums)}`);
     const usage = await page.locator("table.usage").innerText();
     assert(/warehouse-import/.test(usage) && /\d{4}-\d{2}/.test(usage), `usage: ${usage}`);
     assert((await page.locator("ul.names li").count()) > 0, "no event names");
