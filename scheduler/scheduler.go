@@ -302,9 +302,11 @@ func newRunID(now time.Time) string {
 func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool, progress func(run.Stats)) store.Run {
 	defer a.cancel()
 	lastSave := s.opt.Now()
-	// Count: every run asks a source that can count (connectors.Counter)
-	// for its total once, so the CLI and the console both show an ETA.
-	opt := run.Options{RunID: a.run.ID, Full: full, Count: true, Progress: func(st run.Stats) {
+	// Count: a run asks a source that can count (connectors.Counter) for
+	// its total once, so the console and the CLI's bar show an ETA; a
+	// quiet CLI run (no progress func) has nothing to show it in.
+	count := progress != nil || a.run.Trigger != TriggerCLI
+	opt := run.Options{RunID: a.run.ID, Full: full, Count: count, Progress: func(st run.Stats) {
 		if progress != nil {
 			progress(st)
 		}
