@@ -33,7 +33,8 @@ function progress(r) {
     h('h2', { id: 'progress-h' }, 'Progress'),
     p.percent !== undefined ? h('progress', { max: 100, value: p.percent.toFixed(1), 'aria-label': 'Rows read of the source total' }) : null,
     h('p', {}, `${num(r.num_rows_read)} rows read`, p.rows_total ? ` of ${num(p.rows_total)}` : '',
-      ` · ${num(r.rows_per_second)} rows/s`, p.eta_seconds !== undefined ? ` · about ${duration(p.eta_seconds)} left` : ' · ETA unknown (the source did not report a total)',
+      ` · ${num(r.rows_per_second)} rows/s`, p.eta_seconds !== undefined ? ` · about ${duration(p.eta_seconds)} left`
+        : r.num_rows_read ? ' · ETA unknown (the source did not report a total)' : ' · ETA once the first rows are read',
       ` · ${p.retries || 0} retries`));
 }
 
