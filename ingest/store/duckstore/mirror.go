@@ -1,0 +1,262 @@
+package duckstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// mirrorSchema holds Mirror syncs' table states (store.Mirrors). A new
+// table, so files made before gain it and older builds ignore it.
+var mirrorSchema = []string{
+	`CREATE TABLE IF NOT EXISTS mirror_state (
+		project BIGINT NOT NULL, import VARCHAR NOT NULL, key BLOB NOT NULL,
+		hash BLOB NOT NULL, ref BLOB NOT NULL, flag UTINYINT NOT NULL, seen BIGINT NOT NULL,
+		PRIMARY KEY (project, import, key))`,
+}
+
+// mirrorChunk bounds the keys of one statement (its parameter list).
+const mirrorChunk = 500
+
+// mirrorPage is how many rows MirrorUnseen reads at a time.
+const mirrorPage = 1000
+
+func placeholders(n int) string {
+	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
+}
+
+// MirrorLookup implements store.Mirrors.
+func (s *Store) MirrorLookup(ctx context.Context, project int64, importID string, gen int64, keys [][]byte, fn func(store.MirrorRow) error) error {
+	if err := s.enter("mirror lookup"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	for len(keys) > 0 {
+		n := min(len(keys), mirrorChunk)
+		args := make([]any, 0, n+3)
+		q := `SELECT key, hash, ref, flag FROM mirror_state WHERE project = ? AND import = ? AND key IN (` + placeholders(n) + `)`
+		if gen > 0 {
+			args = append(args, gen)
+			q = `UPDATE mirror_state SET seen = ? WHERE project = ? AND import = ? AND key IN (` + placeholders(n) + `)
+				RETURNING key, hash, ref, flag`
+		}
+		args = append(args, project, importID)
+		for _, k := range keys[:n] {
+			args = append(args, k)
+		}
+		if err := mirrorRows(ctx, s.db, q, args, fn); err != nil {
+			return fmt.Errorf("duckstore: mirror lookup: %w", err)
+		}
+		keys = keys[n:]
+	}
+	return nil
+}
+
+type queryer interface {
+	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
+}
+
+// mirrorRows runs q and calls fn for each row after the rows are closed,
+// so fn may use the store.
+func mirrorRows(ctx context.Context, db queryer, q string, args []any, fn func(store.MirrorRow) error) error {
+	rows, err := db.QueryContext(ctx, q, args...)
+	if err != nil {
+		return err
+	}
+	var got []store.MirrorRow
+	for rows.Next() {
+		var r store.MirrorRow
+		var flag uint8
+		if err := rows.Scan(&r.Key, &r.Hash, &r.Ref, &flag); err != nil {
+			rows.Close()
+			return err
+		}
+		r.Flag = store.MirrorFlag(flag)
+		got = append(got, r)
+	}
+	if err := rows.Close(); err != nil {
+		return err
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	for _, r := range got {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// MirrorApply implements store.Mirrors. Deleting events takes the
+// writer lock after the loader applied every acknowledged write (as
+// DeleteImportEvents does), so the versions to delete are in the table;
+// their keys leave the dedup set once the transaction committed. A
+// crash in between is harmless: Open rebuilds the set from the table.
+func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
+	if err := s.enter("mirror apply"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	if len(a.DeleteEvents) > 0 {
+		select {
+		case s.wsem <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-s.wsem }()
+		if s.broken != nil {
+			return fmt.Errorf("duckstore: mirror apply: %w", s.broken)
+		}
+		if err := s.Sync(ctx); err != nil {
+			return fmt.Errorf("duckstore: mirror apply: waiting for acknowledged writes: %w", err)
+		}
+	}
+	if err := s.mirrorApplyTx(ctx, a); err != nil {
+		return fmt.Errorf("duckstore: mirror apply: %w", err)
+	}
+	for _, e := range a.DeleteEvents {
+		if err := s.keys.remove(e.Key); err != nil {
+			s.broken = fmt.Errorf("deleted events' dedup keys could not be removed; restart the server: %w", err)
+			return s.broken
+		}
+	}
+	return nil
+}
+
+func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	for ks := a.DeleteEvents; len(ks) > 0; {
+		n := min(len(ks), mirrorChunk)
+		args := []any{a.Project}
+		var b strings.Builder
+		for i, e := range ks[:n] {
+			if i > 0 {
+				b.WriteString(" OR ")
+			}
+			b.WriteString("(time_ms = ? AND k_hi = ? AND k_lo = ?)")
+			hi, lo := splitKey(e.Key)
+			args = append(args, e.TimeMs, hi, lo)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE project = ? AND (`+b.String()+`)`, args...); err != nil {
+			return fmt.Errorf("delete events: %w", err)
+		}
+		ks = ks[n:]
+	}
+	for ks := a.Remove; len(ks) > 0; {
+		n := min(len(ks), mirrorChunk)
+		args := []any{a.Project, a.Import}
+		for _, k := range ks[:n] {
+			args = append(args, k)
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_state WHERE project = ? AND import = ? AND key IN (`+placeholders(n)+`)`, args...); err != nil {
+			return fmt.Errorf("remove keys: %w", err)
+		}
+		ks = ks[n:]
+	}
+	for rs := a.Rows; len(rs) > 0; {
+		n := min(len(rs), mirrorChunk)
+		args := make([]any, 0, 7*n)
+		for _, r := range rs[:n] {
+			args = append(args, a.Project, a.Import, r.Key, r.Hash, nonNil(r.Ref), uint8(r.Flag), a.Gen)
+		}
+		q := `INSERT INTO mirror_state VALUES ` + strings.TrimSuffix(strings.Repeat("(?,?,?,?,?,?,?),", n), ",") + `
+			ON CONFLICT (project, import, key) DO UPDATE SET hash = excluded.hash, ref = excluded.ref, flag = excluded.flag, seen = excluded.seen`
+		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+			return fmt.Errorf("upsert keys: %w", err)
+		}
+		rs = rs[n:]
+	}
+	return tx.Commit()
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// MirrorUnseen implements store.Mirrors, a page at a time in key order.
+func (s *Store) MirrorUnseen(ctx context.Context, project int64, importID string, gen int64, fn func(store.MirrorRow) error) error {
+	if err := s.enter("mirror unseen"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	after := []byte{}
+	for {
+		n := 0
+		err := mirrorRows(ctx, s.db, `SELECT key, hash, ref, flag FROM mirror_state
+			WHERE project = ? AND import = ? AND seen <> ? AND key > ? ORDER BY key LIMIT ?`,
+			[]any{project, importID, gen, after, mirrorPage}, func(r store.MirrorRow) error {
+				n++
+				after = r.Key
+				return fn(r)
+			})
+		if err != nil {
+			return fmt.Errorf("duckstore: mirror unseen: %w", err)
+		}
+		if n < mirrorPage {
+			return nil
+		}
+	}
+}
+
+// MirrorSettle implements store.Mirrors.
+func (s *Store) MirrorSettle(ctx context.Context, project int64, importID, _ string) error {
+	if err := s.enter("mirror settle"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("duckstore: mirror settle: %w", err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_state WHERE project = ? AND import = ? AND flag = ?`,
+		project, importID, uint8(store.MirrorDeleting)); err != nil {
+		return fmt.Errorf("duckstore: mirror settle: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE mirror_state SET flag = ? WHERE project = ? AND import = ? AND flag <> ?`,
+		uint8(store.MirrorSettled), project, importID, uint8(store.MirrorSettled)); err != nil {
+		return fmt.Errorf("duckstore: mirror settle: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("duckstore: mirror settle: %w", err)
+	}
+	return nil
+}
+
+// MirrorCount implements store.Mirrors.
+func (s *Store) MirrorCount(ctx context.Context, project int64, importID string) (int64, error) {
+	if err := s.enter("mirror count"); err != nil {
+		return 0, err
+	}
+	defer s.ops.Done()
+	var n int64
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM mirror_state WHERE project = ? AND import = ? AND flag <> ?`,
+		project, importID, uint8(store.MirrorDeleting)).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("duckstore: mirror count: %w", err)
+	}
+	return n, nil
+}
+
+// MirrorDrop implements store.Mirrors.
+func (s *Store) MirrorDrop(ctx context.Context, project int64, importID string) error {
+	if err := s.enter("mirror drop"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM mirror_state WHERE project = ? AND import = ?`, project, importID); err != nil {
+		return fmt.Errorf("duckstore: mirror drop: %w", err)
+	}
+	return nil
+}
