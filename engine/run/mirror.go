@@ -115,9 +115,18 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 		if err != nil {
 			return err
 		}
-		if err := checkLimits(im, plan); err != nil {
+		if err := CheckLimits(im, plan); err != nil {
 			return fmt.Errorf("import %s: %w", im.ID, connectors.Permanent(err))
 		}
+	}
+	if ms, ok := r.Store.(store.Mirrors); ok && opt.RunID != "" {
+		defer func() {
+			// The counts so far, also of a run that failed, for its history.
+			c := store.MirrorCounts{Inserted: st.Inserted, Updated: st.Updated, Deleted: st.Deleted, Unchanged: st.Unchanged}
+			if err := ms.MirrorRecordRun(context.WithoutCancel(ctx), im.ProjectID, opt.RunID, c); err != nil {
+				r.log().Error("sync: saving the mirror run's counts", "import", im.ID, "run", opt.RunID, "err", err)
+			}
+		}()
 	}
 	gen := r.now().UnixNano()
 	bo := r.Backoff.withDefaults()
@@ -147,7 +156,9 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 	return nil
 }
 
-func checkLimits(im *importspec.Import, p MirrorPlan) error {
+// CheckLimits fails when plan exceeds the import's max_deletes or
+// max_change_ratio (ErrChangeLimit).
+func CheckLimits(im *importspec.Import, p MirrorPlan) error {
 	if im.MaxDeletes > 0 && p.Deletes > im.MaxDeletes {
 		return fmt.Errorf("%w: the run would delete %d rows, max_deletes is %d; nothing was applied (check the table, then raise max_deletes)",
 			ErrChangeLimit, p.Deletes, im.MaxDeletes)

@@ -107,4 +107,15 @@ type Mirrors interface {
 	// MirrorDrop forgets the import's state (the import was deleted or
 	// its data reset): the next run sees every row as new.
 	MirrorDrop(ctx context.Context, project int64, importID string) error
+	// MirrorRecordRun saves a Mirror run's counts (replacing earlier ones
+	// of the same run) for its history.
+	MirrorRecordRun(ctx context.Context, project int64, runID string, c MirrorCounts) error
+	// MirrorRunCounts returns the saved counts of those of runIDs that
+	// have them.
+	MirrorRunCounts(ctx context.Context, project int64, runIDs []string) (map[string]MirrorCounts, error)
+}
+
+// MirrorCounts are a Mirror run's rows by what they did.
+type MirrorCounts struct {
+	Inserted, Updated, Deleted, Unchanged int64
 }

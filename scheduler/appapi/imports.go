@@ -213,6 +213,7 @@ func (s *Server) handleImportHistory(a *appRequest) {
 	for i, r := range runs {
 		out[i] = s.runView(r)
 	}
+	s.addMirrorCounts(a.r.Context(), a.project, runs, out)
 	api.AppOK(a.w, map[string]any{"runs": out})
 }
 

@@ -116,6 +116,7 @@ type runView struct {
 	Bytes             int64           `json:"bytes"`
 	RowsPerSecond     float64         `json:"rows_per_second"`
 	Failures          json.RawMessage `json:"failures"`
+	Mirror            *mirrorView     `json:"mirror,omitempty"` // sync_mode mirror runs
 }
 
 func (s *Server) runView(r store.Run) runView {

@@ -16,6 +16,10 @@ var mirrorSchema = []string{
 		project BIGINT NOT NULL, import VARCHAR NOT NULL, key BLOB NOT NULL,
 		hash BLOB NOT NULL, ref BLOB NOT NULL, flag UTINYINT NOT NULL, seen BIGINT NOT NULL,
 		PRIMARY KEY (project, import, key))`,
+	`CREATE TABLE IF NOT EXISTS mirror_runs (
+		project BIGINT NOT NULL, run_id VARCHAR NOT NULL,
+		inserted BIGINT NOT NULL, updated BIGINT NOT NULL, deleted BIGINT NOT NULL, unchanged BIGINT NOT NULL,
+		PRIMARY KEY (project, run_id))`,
 }
 
 // mirrorChunk bounds the keys of one statement (its parameter list).
@@ -259,4 +263,55 @@ func (s *Store) MirrorDrop(ctx context.Context, project int64, importID string) 
 		return fmt.Errorf("duckstore: mirror drop: %w", err)
 	}
 	return nil
+}
+
+// MirrorRecordRun implements store.Mirrors.
+func (s *Store) MirrorRecordRun(ctx context.Context, project int64, runID string, c store.MirrorCounts) error {
+	if err := s.enter("mirror record run"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	_, err := s.db.ExecContext(ctx, `INSERT INTO mirror_runs VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (project, run_id) DO UPDATE SET inserted = excluded.inserted, updated = excluded.updated,
+			deleted = excluded.deleted, unchanged = excluded.unchanged`,
+		project, runID, c.Inserted, c.Updated, c.Deleted, c.Unchanged)
+	if err != nil {
+		return fmt.Errorf("duckstore: mirror record run: %w", err)
+	}
+	return nil
+}
+
+// MirrorRunCounts implements store.Mirrors.
+func (s *Store) MirrorRunCounts(ctx context.Context, project int64, runIDs []string) (map[string]store.MirrorCounts, error) {
+	if err := s.enter("mirror run counts"); err != nil {
+		return nil, err
+	}
+	defer s.ops.Done()
+	out := map[string]store.MirrorCounts{}
+	for len(runIDs) > 0 {
+		n := min(len(runIDs), mirrorChunk)
+		args := []any{project}
+		for _, id := range runIDs[:n] {
+			args = append(args, id)
+		}
+		rows, err := s.db.QueryContext(ctx, `SELECT run_id, inserted, updated, deleted, unchanged FROM mirror_runs
+			WHERE project = ? AND run_id IN (`+placeholders(n)+`)`, args...)
+		if err != nil {
+			return nil, fmt.Errorf("duckstore: mirror run counts: %w", err)
+		}
+		for rows.Next() {
+			var id string
+			var c store.MirrorCounts
+			if err := rows.Scan(&id, &c.Inserted, &c.Updated, &c.Deleted, &c.Unchanged); err != nil {
+				rows.Close()
+				return nil, fmt.Errorf("duckstore: mirror run counts: %w", err)
+			}
+			out[id] = c
+		}
+		if err := rows.Close(); err != nil {
+			return nil, fmt.Errorf("duckstore: mirror run counts: %w", err)
+		}
+		runIDs = runIDs[n:]
+	}
+	return out, nil
 }

@@ -20,7 +20,15 @@ const mirrorMigration = `CREATE TABLE mirror_state (
 		ref bytea NOT NULL,
 		flag smallint NOT NULL,
 		seen bigint NOT NULL,
-		PRIMARY KEY (project, import, key));`
+		PRIMARY KEY (project, import, key));
+	CREATE TABLE mirror_runs (
+		project bigint NOT NULL,
+		run_id text COLLATE "C" NOT NULL,
+		inserted bigint NOT NULL,
+		updated bigint NOT NULL,
+		deleted bigint NOT NULL,
+		unchanged bigint NOT NULL,
+		PRIMARY KEY (project, run_id));`
 
 // mirrorPage is how many rows MirrorUnseen reads at a time.
 const mirrorPage = 1000
@@ -220,4 +228,47 @@ func (s *Store) MirrorDrop(ctx context.Context, project int64, importID string) 
 		return fmt.Errorf("pgstore: mirror drop: %w", err)
 	}
 	return nil
+}
+
+// MirrorRecordRun implements store.Mirrors.
+func (s *Store) MirrorRecordRun(ctx context.Context, project int64, runID string, c store.MirrorCounts) error {
+	if err := s.enter("mirror"); err != nil {
+		return err
+	}
+	defer s.ops.Done()
+	_, err := s.pool.Exec(ctx, `INSERT INTO mirror_runs VALUES ($1, $2, $3, $4, $5, $6)
+		ON CONFLICT (project, run_id) DO UPDATE SET inserted = excluded.inserted, updated = excluded.updated,
+			deleted = excluded.deleted, unchanged = excluded.unchanged`,
+		project, runID, c.Inserted, c.Updated, c.Deleted, c.Unchanged)
+	if err != nil {
+		return fmt.Errorf("pgstore: mirror record run: %w", err)
+	}
+	return nil
+}
+
+// MirrorRunCounts implements store.Mirrors.
+func (s *Store) MirrorRunCounts(ctx context.Context, project int64, runIDs []string) (map[string]store.MirrorCounts, error) {
+	if err := s.enter("mirror"); err != nil {
+		return nil, err
+	}
+	defer s.ops.Done()
+	rows, err := s.pool.Query(ctx, `SELECT run_id, inserted, updated, deleted, unchanged FROM mirror_runs
+		WHERE project = $1 AND run_id = ANY($2::text[])`, project, runIDs)
+	if err != nil {
+		return nil, fmt.Errorf("pgstore: mirror run counts: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]store.MirrorCounts{}
+	for rows.Next() {
+		var id string
+		var c store.MirrorCounts
+		if err := rows.Scan(&id, &c.Inserted, &c.Updated, &c.Deleted, &c.Unchanged); err != nil {
+			return nil, fmt.Errorf("pgstore: mirror run counts: %w", err)
+		}
+		out[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("pgstore: mirror run counts: %w", err)
+	}
+	return out, nil
 }
