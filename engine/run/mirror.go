@@ -208,6 +208,15 @@ func (mr *mirrorRun) pass(ctx context.Context) error {
 		}
 		mr.table = lookup.NewBuilder(cols, lookup.Options{})
 	}
+	if cf, ok := src.(connectors.ChangeFeed); ok && mr.plan == nil && mr.table == nil && im.TableParams.Name != "" && len(key) > 0 {
+		return mr.viaFeed(ctx, src, cf, key)
+	}
+	return mr.fullDiff(ctx, src)
+}
+
+// fullDiff reads the whole table, applies its changes and settles.
+func (mr *mirrorRun) fullDiff(ctx context.Context, src connectors.Source) error {
+	im := mr.im
 	req := connectors.ReadRequest{Table: im.TableParams}
 	if err := src.Read(ctx, req, func(rec arrow.RecordBatch) error { return mr.read(ctx, rec) }); err != nil {
 		return err
@@ -223,6 +232,12 @@ func (mr *mirrorRun) pass(ctx context.Context) error {
 	if err := mr.deletes(ctx); err != nil {
 		return err
 	}
+	return mr.settle(ctx)
+}
+
+// settle replaces a changed lookup table and marks the run's changes done.
+func (mr *mirrorRun) settle(ctx context.Context) error {
+	im := mr.im
 	if mr.table != nil && mr.dirty {
 		if err := mr.r.Store.ReplaceLookup(ctx, im.ProjectID, im.LookupTableID, mr.table.Table()); err != nil {
 			return connectors.Permanent(fmt.Errorf("replace lookup table: %w", err))
@@ -270,31 +285,8 @@ func (mr *mirrorRun) key(j int) []byte {
 func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 	im := mr.im
 	n := int(rec.NumRows())
-	if mr.m == nil {
-		var err error
-		mr.m, err = mapping.New(mapping.Options{Import: im, Project: mr.project, RunID: mr.opt.RunID,
-			Schema: mr.schema, CommonTags: true, KeyID: true}, rec.Schema())
-		if err != nil {
-			return connectors.Permanent(err)
-		}
-		if len(mr.schema.PrimaryKey) > 0 {
-			for _, k := range mr.schema.PrimaryKey {
-				idx := rec.Schema().FieldIndices(k)
-				if len(idx) == 0 {
-					return connectors.Permanent(fmt.Errorf("key column %s is not in the rows read", k))
-				}
-				mr.hasher.key = append(mr.hasher.key, idx[0])
-			}
-		}
-		mr.fixedAt = map[string]int{}
-		for _, name := range mr.m.FixedNames() {
-			name = truncateName(name)
-			if _, dup := mr.fixedAt[name]; !dup {
-				mr.fixedAt[name] = len(mr.fixed)
-				mr.fixed = append(mr.fixed, name)
-			}
-		}
-		mr.mark = make([]uint32, len(mr.fixed))
+	if err := mr.prepare(rec); err != nil {
+		return err
 	}
 	if n == 0 {
 		return nil
@@ -389,6 +381,40 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 		return err
 	}
 	mr.progress()
+	return nil
+}
+
+// prepare plans the mapping and the key of rec's schema, once per pass.
+func (mr *mirrorRun) prepare(rec arrow.RecordBatch) error {
+	if mr.m != nil {
+		return nil
+	}
+	im := mr.im
+	mr.hasher.key, mr.fixed = nil, nil
+	var err error
+	mr.m, err = mapping.New(mapping.Options{Import: im, Project: mr.project, RunID: mr.opt.RunID,
+		Schema: mr.schema, CommonTags: true, KeyID: true}, rec.Schema())
+	if err != nil {
+		return connectors.Permanent(err)
+	}
+	if len(mr.schema.PrimaryKey) > 0 {
+		for _, k := range mr.schema.PrimaryKey {
+			idx := rec.Schema().FieldIndices(k)
+			if len(idx) == 0 {
+				return connectors.Permanent(fmt.Errorf("key column %s is not in the rows read", k))
+			}
+			mr.hasher.key = append(mr.hasher.key, idx[0])
+		}
+	}
+	mr.fixedAt = map[string]int{}
+	for _, name := range mr.m.FixedNames() {
+		name = truncateName(name)
+		if _, dup := mr.fixedAt[name]; !dup {
+			mr.fixedAt[name] = len(mr.fixed)
+			mr.fixed = append(mr.fixed, name)
+		}
+	}
+	mr.mark = make([]uint32, len(mr.fixed))
 	return nil
 }
 
@@ -586,66 +612,84 @@ func (mr *mirrorRun) removal(kind profile.Kind, id string) profile.Update {
 }
 
 // deletes applies the rows the run did not see: keys gone from the
-// table, and deletes a crash left pending. Events go with their state
-// row in one transaction; a profile's row stays as a tombstone until
-// the run settles, so a crash repeats the $unset instead of losing it.
+// table, and deletes a crash left pending.
 func (mr *mirrorRun) deletes(ctx context.Context) error {
-	im := mr.im
-	wctx := context.WithoutCancel(ctx)
-	kind := profile.User
-	if im.ImportType == importspec.Groups {
-		kind = profile.Group
-	}
-	var a store.MirrorApply
-	reset := func() {
-		a = store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID, Gen: mr.gen}
-		mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID,
-			Profiles: mr.batch.Profiles[:0]}
-	}
-	reset()
-	flush := func() error {
-		if len(a.Rows)+len(a.Remove) == 0 {
-			return nil
-		}
-		if err := mr.ms.MirrorApply(wctx, a); err != nil {
-			return connectors.Permanent(err)
-		}
-		if err := mr.write(wctx); err != nil {
-			return err
-		}
-		reset()
-		return nil
-	}
-	err := mr.ms.MirrorUnseen(ctx, im.ProjectID, im.ID, mr.gen, func(row store.MirrorRow) error {
-		mr.st.Deleted++
-		switch im.ImportType {
-		case importspec.EventStream:
-			a.Remove = append(a.Remove, row.Key)
-			if ev, ok := store.ParseEventRef(row.Ref); ok {
-				a.DeleteEvents = append(a.DeleteEvents, ev)
-			}
-		case importspec.LookupTable:
-			mr.dirty = true
-			row.Flag = store.MirrorDeleting
-			a.Rows = append(a.Rows, row)
-		default:
-			row.Flag = store.MirrorDeleting
-			a.Rows = append(a.Rows, row)
-			if len(row.Ref) > 0 {
-				mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removal(kind, string(row.Ref))})
-			}
-		}
-		if len(a.Rows)+len(a.Remove) >= unsetBatch {
-			return flush()
-		}
-		return nil
-	})
+	rm := mr.newRemover()
+	err := mr.ms.MirrorUnseen(ctx, mr.im.ProjectID, mr.im.ID, mr.gen, func(row store.MirrorRow) error { return rm.add(ctx, row) })
 	if err == nil {
-		err = flush()
+		err = rm.flush(ctx)
 	}
 	if err != nil {
 		return fmt.Errorf("mirror deletes: %w", err)
 	}
+	return nil
+}
+
+// remover applies the removal of rows gone from the table, a batch of
+// them at a time.
+type remover struct {
+	mr   *mirrorRun
+	kind profile.Kind
+	a    store.MirrorApply
+}
+
+func (mr *mirrorRun) newRemover() *remover {
+	rm := &remover{mr: mr, kind: profile.User}
+	if mr.im.ImportType == importspec.Groups {
+		rm.kind = profile.Group
+	}
+	rm.reset()
+	return rm
+}
+
+func (rm *remover) reset() {
+	mr, im := rm.mr, rm.mr.im
+	rm.a = store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID, Gen: mr.gen}
+	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID,
+		Profiles: mr.batch.Profiles[:0]}
+}
+
+func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
+	mr := rm.mr
+	mr.st.Deleted++
+	switch mr.im.ImportType {
+	case importspec.EventStream:
+		rm.a.Remove = append(rm.a.Remove, row.Key)
+		if ev, ok := store.ParseEventRef(row.Ref); ok {
+			rm.a.DeleteEvents = append(rm.a.DeleteEvents, ev)
+		}
+	case importspec.LookupTable:
+		mr.dirty = true
+		row.Flag = store.MirrorDeleting
+		rm.a.Rows = append(rm.a.Rows, row)
+	default:
+		row.Flag = store.MirrorDeleting
+		rm.a.Rows = append(rm.a.Rows, row)
+		if len(row.Ref) > 0 {
+			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removal(rm.kind, string(row.Ref))})
+		}
+	}
+	if len(rm.a.Rows)+len(rm.a.Remove) >= unsetBatch {
+		return rm.flush(ctx)
+	}
+	return nil
+}
+
+// flush commits the removals: events go with their state rows in one
+// transaction; a profile's row stays as a tombstone until the run
+// settles, so a crash repeats the $unset instead of losing it.
+func (rm *remover) flush(ctx context.Context) error {
+	if len(rm.a.Rows)+len(rm.a.Remove) == 0 {
+		return nil
+	}
+	wctx := context.WithoutCancel(ctx)
+	if err := rm.mr.ms.MirrorApply(wctx, rm.a); err != nil {
+		return connectors.Permanent(err)
+	}
+	if err := rm.mr.write(wctx); err != nil {
+		return err
+	}
+	rm.reset()
 	return nil
 }
 
