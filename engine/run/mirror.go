@@ -505,6 +505,9 @@ func (mr *mirrorRun) apply(ctx context.Context, rec arrow.RecordBatch) error {
 		Gen: mr.gen, Rows: mr.rows, DeleteEvents: mr.delEvs}); err != nil {
 		return connectors.Permanent(err)
 	}
+	if err := mr.track(wctx); err != nil {
+		return err
+	}
 	return mr.write(wctx)
 }
 
@@ -592,6 +595,31 @@ func (mr *mirrorRun) mapProfiles(refs [][]byte) error {
 				Op: profile.OpUnset, Unset: null, IgnoreTime: true}
 			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: un, Ref: u.Ref})
 		}
+	}
+	return nil
+}
+
+// track records the properties the batch's profile updates set as owned
+// by the import (store.Members), so deleting the import's data unsets
+// them. Mirror runs never settle ownership: what they own only grows.
+func (mr *mirrorRun) track(ctx context.Context) error {
+	if len(mr.sets.Profiles) == 0 || mr.table != nil || mr.im.ImportType == importspec.EventStream {
+		return nil
+	}
+	ms := make([]store.Member, 0, len(mr.sets.Profiles))
+	for _, u := range mr.sets.Profiles {
+		names := make([]string, len(u.Props))
+		for i, p := range u.Props {
+			names[i] = p.Name
+		}
+		ms = append(ms, store.Member{MemberKey: memberKey(u.Update), Names: names})
+	}
+	runID := mr.opt.RunID
+	if runID == "" {
+		runID = fmt.Sprintf("local-%d", mr.gen) // tracking tells runs apart by id
+	}
+	if err := mr.r.Store.TrackMembers(ctx, mr.im.ProjectID, mr.im.ID, runID, ms); err != nil {
+		return connectors.Permanent(fmt.Errorf("track profiles: %w", err))
 	}
 	return nil
 }

@@ -151,6 +151,9 @@ func (s *Server) handleImportDelete(a *appRequest) {
 			return
 		}
 	}
+	if !s.forgetMirror(a, e) {
+		return
+	}
 	if _, err := s.sched.Catalog().Delete(a.r.Context(), a.project, e.Import.ID); err != nil {
 		s.log.Error("deleting an import", "project", a.project, "err", err)
 		api.AppError(a.w, http.StatusInternalServerError, "the import could not be deleted")

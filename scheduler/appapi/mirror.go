@@ -2,9 +2,30 @@ package appapi
 
 import (
 	"context"
+	"fmt"
+	"net/http"
 
+	"github.com/tributary-dev/tributary/engine/run"
+	"github.com/tributary-dev/tributary/ingest/api"
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/scheduler"
 )
+
+// forgetMirror drops a Mirror import's state and change feed before the
+// import is deleted (whether or not its data goes): an import created
+// again under the same id starts from nothing. It answers the request
+// itself when it returns false.
+func (s *Server) forgetMirror(a *appRequest, e scheduler.Entry) bool {
+	if !e.Import.IsMirror() {
+		return true
+	}
+	if err := run.ForgetMirror(a.r.Context(), s.sched.Catalog().Registry(), s.store, e.Import); err != nil {
+		s.log.Error("deleting a mirror import's state", "project", a.project, "import", e.Import.ID, "err", err)
+		api.AppError(a.w, http.StatusInternalServerError, fmt.Sprintf("the mirror state of import %s could not be dropped; retry the DELETE", e.Import.ID))
+		return false
+	}
+	return true
+}
 
 // mirrorView is what a Mirror run did to the table's rows.
 type mirrorView struct {
