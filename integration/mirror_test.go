@@ -10,6 +10,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -132,7 +134,7 @@ func wantTable(t *testing.T, s *server, db *pgDB, step string) {
 		plan string
 	}
 	want := map[int64]version{}
-	rows, err := db.conn.Query(context.Background(), `SELECT id, (extract(epoch FROM event_time) * 1000)::bigint, user_id, props->>'plan' FROM ev`)
+	rows, err := db.conn.Query(context.Background(), `SELECT id, floor(extract(epoch FROM event_time) * 1000)::bigint, user_id, props->>'plan' FROM ev`)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,4 +189,81 @@ func wantTable(t *testing.T, s *server, db *pgDB, step string) {
 	if n != len(want) {
 		t.Fatalf("%s: export holds %d events, the table %d rows", step, n, len(want))
 	}
+}
+
+// Two server processes share one PostgreSQL store and schedule the same
+// Mirror import every 2 s while its table changes: no period runs twice,
+// no two runs of the import overlap (the run lock every sync takes), and
+// once the changes stop the export equals the table.
+func TestPGTwoProcessesMirror(t *testing.T) {
+	if testing.Short() {
+		t.Skip("half a minute of two processes")
+	}
+	const rows = 20_000
+	src, st := newPGDB(t), newPGDB(t)
+	src.eventTable(t, rows)
+	dir := t.TempDir()
+	spec := fmt.Sprintf(`id: mir
+project_id: %d
+import_type: event_stream
+sync_mode: mirror
+source: {kind: postgres, dsn: "${TRIBUTARY_IT_MIR_DSN}"}
+table_params: {table: ev}
+event_name: purchase
+time_column_name: event_time
+user_column_name: user_id
+json_properties_column_name: props
+schedule: "@every 2s"
+`, mainID)
+	if err := os.WriteFile(filepath.Join(dir, "mir.yaml"), []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("TRIBUTARY_IT_MIR_DSN", src.dsn)
+	cfg := defaultConfig()
+	cfg.ImportsDir, cfg.Store, cfg.SyncLease, cfg.MinScheduleInterval = dir, storeURL(t, st), "5s", "2s"
+	servers := startCluster(t, 2, cfg)
+	next := rows
+	for k := range 15 {
+		src.exec(t, fmt.Sprintf(`UPDATE ev SET props = props || '{"plan":"round%d"}' WHERE id %% 97 = %d`, k, k))
+		src.exec(t, fmt.Sprintf(`DELETE FROM ev WHERE id %% 101 = %d`, k))
+		src.addRows(t, next+1, next+50)
+		next += 50
+		time.Sleep(time.Second)
+	}
+	lastChange := time.Now().UnixMilli()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		done := false
+		for _, r := range storeRuns(t, st) {
+			done = done || (r.Status == "SUCCEEDED" && r.StartedMs > lastChange)
+		}
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no mirror run started after the last change succeeded: %+v", storeRuns(t, st))
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+	runs := storeRuns(t, st)
+	periods := map[string]string{}
+	owners := map[string]int{}
+	for i, r := range runs {
+		owners[r.Owner]++
+		if r.Period != "" {
+			if other, dup := periods[r.Period]; dup {
+				t.Fatalf("period %s ran twice: %s and %s", r.Period, other, r.ID)
+			}
+			periods[r.Period] = r.ID
+		}
+		if i > 0 && runs[i-1].EndedMs > r.StartedMs {
+			t.Fatalf("runs %s and %s of the import overlap: %+v, %+v", runs[i-1].ID, r.ID, runs[i-1], r)
+		}
+		if r.Status != "SUCCEEDED" && r.Status != "RUNNING" {
+			t.Fatalf("run %s: %s %s", r.ID, r.Status, r.Reason)
+		}
+	}
+	t.Logf("%d mirror runs, by owner %v", len(runs), owners)
+	wantTable(t, servers[0], src, "after the changes")
+	wantTable(t, servers[1], src, "after the changes, read through the other process")
 }
