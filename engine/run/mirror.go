@@ -229,10 +229,25 @@ func (mr *mirrorRun) fullDiff(ctx context.Context, src connectors.Source) error 
 		mr.plan.Deletes = max(n-mr.matched, 0)
 		return nil
 	}
+	if mr.m == nil {
+		// An empty table: the removals still need the table's properties.
+		if err := mr.prepare(discovered(mr.schema)); err != nil {
+			return err
+		}
+	}
 	if err := mr.deletes(ctx); err != nil {
 		return err
 	}
 	return mr.settle(ctx)
+}
+
+// discovered is the Arrow schema of s's columns, as a read returns them.
+func discovered(s *connectors.Schema) *arrow.Schema {
+	fields := make([]arrow.Field, len(s.Columns))
+	for i, c := range s.Columns {
+		fields[i] = arrow.Field{Name: c.Name, Type: c.Type, Nullable: c.Nullable}
+	}
+	return arrow.NewSchema(fields, nil)
 }
 
 // settle replaces a changed lookup table and marks the run's changes done.
@@ -285,7 +300,7 @@ func (mr *mirrorRun) key(j int) []byte {
 func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 	im := mr.im
 	n := int(rec.NumRows())
-	if err := mr.prepare(rec); err != nil {
+	if err := mr.prepare(rec.Schema()); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -384,8 +399,8 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 	return nil
 }
 
-// prepare plans the mapping and the key of rec's schema, once per pass.
-func (mr *mirrorRun) prepare(rec arrow.RecordBatch) error {
+// prepare plans the mapping and the key of the rows' schema, once per pass.
+func (mr *mirrorRun) prepare(rs *arrow.Schema) error {
 	if mr.m != nil {
 		return nil
 	}
@@ -393,13 +408,13 @@ func (mr *mirrorRun) prepare(rec arrow.RecordBatch) error {
 	mr.hasher.key, mr.fixed = nil, nil
 	var err error
 	mr.m, err = mapping.New(mapping.Options{Import: im, Project: mr.project, RunID: mr.opt.RunID,
-		Schema: mr.schema, CommonTags: true, KeyID: true}, rec.Schema())
+		Schema: mr.schema, CommonTags: true, KeyID: true}, rs)
 	if err != nil {
 		return connectors.Permanent(err)
 	}
 	if len(mr.schema.PrimaryKey) > 0 {
 		for _, k := range mr.schema.PrimaryKey {
-			idx := rec.Schema().FieldIndices(k)
+			idx := rs.FieldIndices(k)
 			if len(idx) == 0 {
 				return connectors.Permanent(fmt.Errorf("key column %s is not in the rows read", k))
 			}

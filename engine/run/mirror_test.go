@@ -343,6 +343,10 @@ func TestMirrorPeople(t *testing.T) {
 				f.exec(`UPDATE users SET region = 'eu' WHERE uid = 'u2'`)
 				f.sync("region", 0, 1, 0)
 				f.wantProfiles("region", profile.User, "users", "uid")
+				// Emptied: every profile loses the table's properties.
+				f.exec(`DELETE FROM users`)
+				f.sync("emptied", 0, 0, 3)
+				f.wantProfiles("emptied", profile.User, "users", "uid")
 				exists := false
 				_ = f.st.ScanProfiles(context.Background(), store.ProfileScan{Project: 1, Kind: profile.User}, func(p *store.StoredProfile) error {
 					exists = exists || p.ID == "u3"

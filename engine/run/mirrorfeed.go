@@ -114,7 +114,7 @@ func (mr *mirrorRun) change(ctx context.Context, rec arrow.RecordBatch) error {
 	fields := rec.Schema().Fields()[1:]
 	body := array.NewRecordBatch(arrow.NewSchema(fields, nil), rec.Columns()[1:], rec.NumRows())
 	defer body.Release()
-	if err := mr.prepare(body); err != nil {
+	if err := mr.prepare(body.Schema()); err != nil {
 		return err
 	}
 	n := int(rec.NumRows())
