@@ -23,7 +23,7 @@ import (
 // event per row in its current version, and the history counts the
 // changes.
 func TestMirrorExactAcrossKill9(t *testing.T) {
-	const rows = 150_000
+	const rows = 80_000
 	db := newPGDB(t)
 	db.eventTable(t, rows)
 	s := syncServer(t, db)
