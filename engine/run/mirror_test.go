@@ -425,6 +425,15 @@ func TestMirrorLimits(t *testing.T) {
 	if err != nil || plan.Deletes != 2 || plan.Updates != 1 || plan.Inserts != 0 || plan.Unchanged != 7 || !reflect.DeepEqual(plan.UpdateKeys, []string{"5"}) {
 		t.Fatalf("plan = %+v, %v", plan, err)
 	}
+	// Without max_deletes, the ratio stops it: 3 changes of 10 rows.
+	f.im.MaxDeletes = 0
+	f.im.MaxChangeRatio = 0.2
+	if _, err := f.run(); !errors.Is(err, ErrChangeLimit) || !strings.Contains(err.Error(), "would change 3 of 10 rows") {
+		t.Fatalf("err = %v, want the max_change_ratio limit", err)
+	}
+	if got := f.events(); !reflect.DeepEqual(got, before) {
+		t.Fatal("a refused run changed events")
+	}
 	f.exec(`INSERT INTO ev VALUES (0, 'u0', '2024-01-01')`)
 	f.sync("within limits", 0, 1, 1)
 	f.wantEvents("within limits")
