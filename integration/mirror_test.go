@@ -23,10 +23,21 @@ import (
 // event per row in its current version, and the history counts the
 // changes.
 func TestMirrorExactAcrossKill9(t *testing.T) {
+	for _, kind := range []string{"embedded", "postgres"} {
+		t.Run(kind, func(t *testing.T) { testMirrorKill9(t, kind) })
+	}
+}
+
+func testMirrorKill9(t *testing.T, storeKind string) {
 	const rows = 80_000
 	db := newPGDB(t)
 	db.eventTable(t, rows)
-	s := syncServer(t, db)
+	cfg := defaultConfig()
+	if storeKind == "postgres" {
+		// A killed run is taken over once its lease lapses.
+		cfg.Store, cfg.SyncLease = storeURL(t, newPGDB(t)), "3s"
+	}
+	s := syncServerCfg(t, db, cfg)
 	base := fmt.Sprintf("/api/app/projects/%d/warehouse-sources/imports", mainID)
 	created := s.do(t, request{Path: base + "/event-stream", Auth: asOwner, Body: []byte(`{"sync_mode":"mirror_mode",
 		"warehouse_source_id":` + syncConn + `,"table_params":{"table":"ev"},"event_name":"purchase",
@@ -54,12 +65,23 @@ func TestMirrorExactAcrossKill9(t *testing.T) {
 				break
 			}
 			if r.RowsRead >= target || time.Now().After(deadline) {
+				t.Logf("%s: killing run %s at %d rows read", label, id, r.RowsRead)
 				break
 			}
 			time.Sleep(time.Duration(rand.IntN(30)) * time.Millisecond)
 		}
 		s.Kill()
 		s.Start()
+		// Until the restarted process has marked the killed run ended, a
+		// trigger would join it.
+		for deadline := time.Now().Add(time.Minute); ; time.Sleep(200 * time.Millisecond) {
+			if r, _ := findRun(history(t, s, imp), id); r.Status != "RUNNING" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: killed run %s still RUNNING a minute after the restart", label, id)
+			}
+		}
 	}
 	finalRun := func(label string) mirrorRunRow {
 		t.Helper()
