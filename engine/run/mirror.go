@@ -89,8 +89,9 @@ type mirrorRun struct {
 	changed []int
 	oldRef  [][]byte // by row: the ref an updated row replaces
 	sets    store.Batch
-	fixedAt map[string]int // name → index in fixed
-	mark    []uint32       // mark[i] == gen: fixed[i] is set by the update at hand
+	pending map[string]struct{} // keys of the changes not yet flushed
+	fixedAt map[string]int      // name → index in fixed
+	mark    []uint32            // mark[i] == gen: fixed[i] is set by the update at hand
 	markGen uint32
 }
 
@@ -199,6 +200,7 @@ func (mr *mirrorRun) pass(ctx context.Context) error {
 	s := *schema
 	s.PrimaryKey = key
 	mr.schema = &s
+	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID}
 	if im.ImportType == importspec.LookupTable {
 		cols := []string{im.PropertyKeyColumnName}
 		for _, c := range schema.Columns {
@@ -219,6 +221,9 @@ func (mr *mirrorRun) fullDiff(ctx context.Context, src connectors.Source) error 
 	im := mr.im
 	req := connectors.ReadRequest{Table: im.TableParams}
 	if err := src.Read(ctx, req, func(rec arrow.RecordBatch) error { return mr.read(ctx, rec) }); err != nil {
+		return err
+	}
+	if err := mr.flush(ctx); err != nil {
 		return err
 	}
 	if mr.plan != nil {
@@ -333,6 +338,16 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 	for j, i := range uniq {
 		keys[j] = mr.key(i)
 	}
+	// A key changed again before its pending change is applied: apply
+	// that first, so the lookup sees it.
+	for _, k := range keys {
+		if _, ok := mr.pending[string(k)]; ok {
+			if err := mr.flush(ctx); err != nil {
+				return err
+			}
+			break
+		}
+	}
 	mr.state = slices.Grow(mr.state[:0], len(uniq))[:len(uniq)]
 	clear(mr.state)
 	err := mr.ms.MirrorLookup(ctx, im.ProjectID, im.ID, mr.gen, keys, func(row store.MirrorRow) error {
@@ -346,7 +361,7 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 		return connectors.Permanent(err)
 	}
 	// Classify.
-	mr.changed, mr.rows, mr.delEvs = mr.changed[:0], mr.rows[:0], mr.delEvs[:0]
+	mr.changed = mr.changed[:0]
 	mr.oldRef = slices.Grow(mr.oldRef[:0], n)[:n]
 	clear(mr.oldRef)
 	for j, i := range uniq {
@@ -392,7 +407,7 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 		mr.progress()
 		return nil
 	}
-	if err := mr.apply(ctx, rec); err != nil {
+	if err := mr.stage(ctx, rec); err != nil {
 		return err
 	}
 	mr.progress()
@@ -478,17 +493,24 @@ func (mr *mirrorRun) fail(errs []mapping.RowError) {
 	}
 }
 
-// apply records the batch's changed rows as pending, with the records
-// they now produce, then writes those records.
-func (mr *mirrorRun) apply(ctx context.Context, rec arrow.RecordBatch) error {
+// mirrorFlushRows is how many changed rows a run gathers before it
+// applies them: one state transaction and one store write for many
+// source batches (on the embedded store each apply that deletes events
+// waits for the write log to be loaded and scans the events it deletes).
+const mirrorFlushRows = 16384
+
+// stage maps the batch's changed rows into the pending change: their
+// state rows, the events they replace and their new records.
+func (mr *mirrorRun) stage(ctx context.Context, rec arrow.RecordBatch) error {
 	im := mr.im
 	refs := make([][]byte, len(mr.changed))
-	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID,
-		Events: mr.batch.Events[:0], Profiles: mr.batch.Profiles[:0]}
+	if mr.pending == nil {
+		mr.pending = map[string]struct{}{}
+	}
 	if mr.table != nil {
 		mr.dirty = true
 		for k, i := range mr.changed {
-			refs[k] = mr.key(i)
+			refs[k] = bytes.Clone(mr.key(i))
 		}
 	} else {
 		sub, err := takeRows(rec, mr.changed)
@@ -496,7 +518,9 @@ func (mr *mirrorRun) apply(ctx context.Context, rec arrow.RecordBatch) error {
 			return connectors.Permanent(err)
 		}
 		defer sub.Release()
-		mr.out.Reset()
+		// The pending records keep the buffers they were decoded into
+		// until the flush: each batch maps and validates into new ones.
+		mr.out, mr.v, mr.pv = mapping.Records{}, mapping.Validator{}, mapping.ProfileValidator{}
 		mr.m.Map(sub, &mr.out)
 		if im.ImportType == importspec.EventStream {
 			err = mr.mapEvents(refs)
@@ -506,24 +530,46 @@ func (mr *mirrorRun) apply(ctx context.Context, rec arrow.RecordBatch) error {
 		if err != nil {
 			return err
 		}
+		// Owned before the write, so the bookkeeping never lags behind.
+		if err := mr.track(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
 	}
 	for k, i := range mr.changed {
-		mr.rows = append(mr.rows, store.MirrorRow{Key: mr.key(i), Hash: mr.hashes[i][:], Ref: refs[k], Flag: store.MirrorPending})
+		key := bytes.Clone(mr.key(i))
+		mr.pending[string(key)] = struct{}{}
+		mr.rows = append(mr.rows, store.MirrorRow{Key: key, Hash: bytes.Clone(mr.hashes[i][:]), Ref: refs[k], Flag: store.MirrorPending})
 		if im.ImportType == importspec.EventStream {
 			if ev, ok := store.ParseEventRef(mr.oldRef[i]); ok {
 				mr.delEvs = append(mr.delEvs, ev)
 			}
 		}
 	}
+	if len(mr.rows) >= mirrorFlushRows {
+		return mr.flush(ctx)
+	}
+	return nil
+}
+
+// flush records the pending rows (state rows, deleted old versions) in
+// one transaction, then writes their records.
+func (mr *mirrorRun) flush(ctx context.Context) error {
+	im := mr.im
+	if len(mr.rows) == 0 {
+		return nil
+	}
 	wctx := context.WithoutCancel(ctx) // a change under way is let finish
 	if err := mr.ms.MirrorApply(wctx, store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID,
 		Gen: mr.gen, Rows: mr.rows, DeleteEvents: mr.delEvs}); err != nil {
 		return connectors.Permanent(err)
 	}
-	if err := mr.track(wctx); err != nil {
+	if err := mr.write(wctx); err != nil {
 		return err
 	}
-	return mr.write(wctx)
+	mr.rows, mr.delEvs = mr.rows[:0], mr.delEvs[:0]
+	clear(mr.pending)
+	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID}
+	return nil
 }
 
 func (mr *mirrorRun) write(ctx context.Context) error {
@@ -545,13 +591,14 @@ func (mr *mirrorRun) write(ctx context.Context) error {
 // mapEvents validates the changed rows' events into mr.batch and sets
 // refs[k] to the event changed row k produced (nil when it was refused).
 func (mr *mirrorRun) mapEvents(refs [][]byte) error {
+	base := len(mr.batch.Events) // events of earlier batches, pending
 	fails := mr.v.Events(mr.im.ProjectID, mr.r.now(), &mr.out, 0, &mr.batch)
 	mr.fail(fails)
 	refused := make([]bool, len(mr.changed))
 	for _, f := range fails[len(mr.out.Errs):] {
 		refused[f.Row] = true
 	}
-	k := 0
+	k := base
 	for i := range mr.out.Len() {
 		row := int(mr.out.Rows[i])
 		if refused[row] {
@@ -566,7 +613,7 @@ func (mr *mirrorRun) mapEvents(refs [][]byte) error {
 		k++
 	}
 	if k != len(mr.batch.Events) {
-		return fmt.Errorf("mirror: %d events for %d valid rows", len(mr.batch.Events), k)
+		return fmt.Errorf("mirror: %d events for %d valid rows", len(mr.batch.Events)-base, k-base)
 	}
 	return nil
 }

@@ -438,3 +438,24 @@ func TestMirrorLimits(t *testing.T) {
 	f.sync("within limits", 0, 1, 1)
 	f.wantEvents("within limits")
 }
+
+// Identical rows far apart (in different source batches, the second
+// while the first's change is still pending) collapse into one event,
+// and the next run finds nothing to do.
+func TestMirrorRepeatedKeysAcrossBatches(t *testing.T) {
+	sc := testStores(t)[0]
+	f := newMirrorFixture(t, sc.open(t),
+		"id: ev-rep\nimport_type: event_stream\nevent_name: ev\ntable_params: {table: ev}\ntime_column_name: t\nuser_column_name: uid\n",
+		`CREATE TABLE ev (uid VARCHAR, t TIMESTAMP NOT NULL)`,
+		`INSERT INTO ev SELECT 'u' || (i % 2500), TIMESTAMP '2024-01-01' + INTERVAL (i % 2500) SECOND FROM range(5000) t(i)`)
+	if _, err := f.run(); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.events()); n != 2500 {
+		t.Fatalf("%d events, want 2500 (one per distinct row)", n)
+	}
+	f.sync("again", 0, 0, 0)
+	if n := len(f.events()); n != 2500 {
+		t.Fatalf("after the second run: %d events, want 2500", n)
+	}
+}

@@ -56,6 +56,12 @@ func (mr *mirrorRun) viaFeed(ctx context.Context, src connectors.Source, cf conn
 	var mark feedMark
 	if len(ck) > 0 && json.Unmarshal(ck, &mark) == nil && mark.Feed == f.Name && mark.Pos != "" {
 		next, err := cf.Changes(ctx, f, mark.Pos, func(rec arrow.RecordBatch) error { return mr.change(ctx, rec) })
+		if err == nil || errors.Is(err, connectors.ErrFeedLost) {
+			// What was read is applied either way (a re-diff finds it done).
+			if ferr := mr.flush(ctx); ferr != nil {
+				return ferr
+			}
+		}
 		switch {
 		case err == nil:
 			if err := mr.settle(ctx); err != nil {
@@ -133,7 +139,10 @@ func (mr *mirrorRun) change(ctx context.Context, rec arrow.RecordBatch) error {
 			return connectors.Permanent(err)
 		}
 		if del {
-			err = mr.feedDeletes(ctx, sub)
+			// Changes staged before are applied first, in commit order.
+			if err = mr.flush(ctx); err == nil {
+				err = mr.feedDeletes(ctx, sub)
+			}
 		} else {
 			err = mr.read(ctx, sub)
 		}
