@@ -3,6 +3,7 @@ package run
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -24,7 +25,8 @@ import (
 // whose hash changed are recorded as pending and then written. Once the
 // read is done, the keys the run did not see are the table's deletes.
 // The run ends by settling the pending rows. Memory is bounded by a
-// batch: nothing is kept per row of the table (store.Mirrors explains
+// batch and the changes gathered before a flush (mirrorFlushRows):
+// nothing is kept per row of the table (store.Mirrors explains
 // why a crash at any point neither loses nor repeats a change).
 //
 // What a change does:
@@ -45,10 +47,10 @@ type MirrorPlan struct {
 }
 
 // ErrChangeLimit fails a Mirror run over its max_deletes or max_change_ratio.
-var ErrChangeLimit = fmt.Errorf("mirror change limit exceeded")
+var ErrChangeLimit = errors.New("mirror change limit exceeded")
 
 // ErrNoMirrorStore: the store cannot keep a Mirror sync's state.
-var ErrNoMirrorStore = fmt.Errorf("the store does not support sync_mode mirror")
+var ErrNoMirrorStore = errors.New("the store does not support sync_mode mirror")
 
 const mirrorSamples = 10
 
