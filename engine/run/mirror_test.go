@@ -459,3 +459,24 @@ func TestMirrorRepeatedKeysAcrossBatches(t *testing.T) {
 		t.Fatalf("after the second run: %d events, want 2500", n)
 	}
 }
+
+// A people row keyed by its own id whose user column changes moves its
+// properties: the old profile loses the table's properties, the new one
+// gets them.
+func TestMirrorPeopleProfileMoves(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			f := newMirrorFixture(t, sc.open(t),
+				"id: ppl-move\nimport_type: people\ntable_params: {table: users}\nuser_column_name: uid\nkey_columns: [id]\nexclude_columns: [id]\n",
+				`CREATE TABLE users (id INTEGER, uid VARCHAR, plan VARCHAR)`,
+				`INSERT INTO users VALUES (1, 'a', 'free'), (2, 'b', 'pro')`)
+			f.sync("first", 2, 0, 0)
+			f.exec(`UPDATE users SET uid = 'c' WHERE id = 1`)
+			f.sync("moved", 0, 1, 0)
+			want := map[string]string{"b": "plan=pro", "c": "plan=free"}
+			if got := f.profiles(profile.User); !reflect.DeepEqual(got, want) {
+				t.Fatalf("profiles %v, want %v", got, want)
+			}
+		})
+	}
+}
