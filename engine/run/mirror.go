@@ -311,32 +311,7 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 		return nil
 	}
 	mr.st.RowsRead += int64(n)
-	// Keys and hashes of every row; rows sorted by key, a repeated key
-	// keeps its last row (identical rows collapse into one).
-	mr.keyBuf, mr.keyEnd, mr.hashes = mr.keyBuf[:0], mr.keyEnd[:0], mr.hashes[:0]
-	for i := range n {
-		mr.keyBuf = mr.hasher.keyOf(mr.keyBuf, rec, i)
-		mr.keyEnd = append(mr.keyEnd, len(mr.keyBuf))
-		mr.hashes = append(mr.hashes, mr.hasher.hash(rec, i))
-	}
-	mr.order = mr.order[:0]
-	for i := range n {
-		mr.order = append(mr.order, i)
-	}
-	slices.SortStableFunc(mr.order, func(a, b int) int { return bytes.Compare(mr.key(a), mr.key(b)) })
-	uniq := mr.order[:0]
-	for _, i := range mr.order {
-		if len(uniq) > 0 && bytes.Equal(mr.key(uniq[len(uniq)-1]), mr.key(i)) {
-			uniq[len(uniq)-1] = i // stable sort: the later row wins
-			continue
-		}
-		uniq = append(uniq, i)
-	}
-	mr.order = uniq
-	keys := make([][]byte, len(uniq))
-	for j, i := range uniq {
-		keys[j] = mr.key(i)
-	}
+	uniq, keys := mr.keys(rec)
 	// A key changed again before its pending change is applied: apply
 	// that first, so the lookup sees it.
 	for _, k := range keys {
@@ -359,7 +334,34 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 	if err != nil {
 		return connectors.Permanent(err)
 	}
-	// Classify.
+	mr.classify(rec, uniq)
+	if mr.plan != nil {
+		return nil
+	}
+	slices.Sort(mr.changed)
+	if mr.table != nil {
+		// A lookup table is rebuilt from every row; changes only decide
+		// whether it is replaced.
+		if err := mr.mapLookup(rec); err != nil {
+			return err
+		}
+	}
+	if len(mr.changed) == 0 {
+		mr.progress()
+		return nil
+	}
+	if err := mr.stage(ctx, rec); err != nil {
+		return err
+	}
+	mr.progress()
+	return nil
+}
+
+// classify counts uniq's rows as inserted, updated or unchanged against
+// the state looked up (mr.state, by position in uniq) and collects the
+// changed ones in mr.changed, with the refs updates replace in mr.oldRef.
+func (mr *mirrorRun) classify(rec arrow.RecordBatch, uniq []int) {
+	n := int(rec.NumRows())
 	mr.changed = mr.changed[:0]
 	mr.oldRef = slices.Grow(mr.oldRef[:0], n)[:n]
 	clear(mr.oldRef)
@@ -391,26 +393,38 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 		}
 		mr.changed = append(mr.changed, i)
 	}
-	if mr.plan != nil {
-		return nil
+}
+
+// keys computes the key and hash of rec's rows and returns the rows
+// sorted by key, a repeated key keeping its last row (identical rows
+// collapse into one), with their keys.
+func (mr *mirrorRun) keys(rec arrow.RecordBatch) (uniq []int, keys [][]byte) {
+	n := int(rec.NumRows())
+	mr.keyBuf, mr.keyEnd, mr.hashes = mr.keyBuf[:0], mr.keyEnd[:0], mr.hashes[:0]
+	for i := range n {
+		mr.keyBuf = mr.hasher.keyOf(mr.keyBuf, rec, i)
+		mr.keyEnd = append(mr.keyEnd, len(mr.keyBuf))
+		mr.hashes = append(mr.hashes, mr.hasher.hash(rec, i))
 	}
-	slices.Sort(mr.changed)
-	if mr.table != nil {
-		// A lookup table is rebuilt from every row; changes only decide
-		// whether it is replaced.
-		if err := mr.mapLookup(rec); err != nil {
-			return err
+	mr.order = mr.order[:0]
+	for i := range n {
+		mr.order = append(mr.order, i)
+	}
+	slices.SortStableFunc(mr.order, func(a, b int) int { return bytes.Compare(mr.key(a), mr.key(b)) })
+	uniq = mr.order[:0]
+	for _, i := range mr.order {
+		if len(uniq) > 0 && bytes.Equal(mr.key(uniq[len(uniq)-1]), mr.key(i)) {
+			uniq[len(uniq)-1] = i // stable sort: the later row wins
+			continue
 		}
+		uniq = append(uniq, i)
 	}
-	if len(mr.changed) == 0 {
-		mr.progress()
-		return nil
+	mr.order = uniq
+	keys = make([][]byte, len(uniq))
+	for j, i := range uniq {
+		keys[j] = mr.key(i)
 	}
-	if err := mr.stage(ctx, rec); err != nil {
-		return err
-	}
-	mr.progress()
-	return nil
+	return uniq, keys
 }
 
 // prepare plans the mapping and the key of the rows' schema, once per pass.
