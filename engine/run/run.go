@@ -47,6 +47,8 @@ type Stats struct {
 	// Total is the row count the source reported before reading (0 when
 	// it cannot tell), for progress and ETA.
 	Total int64
+	// A Mirror run's rows by what they did (mirror.go).
+	Inserted, Updated, Deleted, Unchanged int64
 }
 
 // Rate is rows read per second.
@@ -103,6 +105,10 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 		if done {
 			return st, fmt.Errorf("import %s: %w (sync with --full to load it again)", im.ID, ErrComplete)
 		}
+	}
+	if im.IsMirror() {
+		err := r.runMirror(ctx, im, project, opt, &st)
+		return st, err
 	}
 	bo := r.Backoff.withDefaults()
 	own := newOwnership(r.Store, im, opt.RunID, st.Started)

@@ -119,6 +119,7 @@ type runView struct {
 	RowsPerSecond     float64         `json:"rows_per_second"`
 	Failures          json.RawMessage `json:"failures"`
 	Progress          *runProgress    `json:"progress,omitempty"` // while running (status.go)
+	Mirror            *mirrorView     `json:"mirror,omitempty"`   // sync_mode mirror runs
 }
 
 func (s *Server) runView(r store.Run) runView {

@@ -196,6 +196,9 @@ var migrations = []string{
 		minute bigint NOT NULL,
 		total bigint NOT NULL,
 		PRIMARY KEY (project, minute));`,
+
+	// 8: Mirror syncs' table states (mirror.go).
+	mirrorMigration,
 }
 
 // createStage makes the per-connection staging table of Write's slow path
