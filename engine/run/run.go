@@ -47,6 +47,8 @@ type Stats struct {
 	// Total is the row count the source reported before reading (0 when
 	// it cannot tell), for progress and ETA.
 	Total int64
+
+	preflighted bool // Options.Preflight was called (preflight.go)
 }
 
 // Rate is rows read per second.
@@ -77,6 +79,9 @@ type Options struct {
 	Progress func(Stats)
 	// Count asks the source for the row count first (for an ETA).
 	Count bool
+	// Preflight, when set, sees the run's Plan before anything is
+	// written, once per run; an error ends the run with ErrHeld.
+	Preflight func(ctx context.Context, p Plan) error
 }
 
 const maxFailures = 100
