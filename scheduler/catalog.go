@@ -202,6 +202,7 @@ func (c *Catalog) apply(k key, d doc) (Entry, error) {
 		}
 	}
 	e.Deleted, e.CreatedMs, e.Creator = d.Deleted, d.CreatedMs, d.Creator
+	e.PausedReason = ""
 	if e.Import.Paused {
 		e.PausedReason = d.PausedReason
 	}

@@ -214,7 +214,7 @@ func (w *watch) checkSchema(plan run.Plan) {
 	if json.Unmarshal(prev.Detail, &old) != nil {
 		return
 	}
-	var added, dropped, retyped []string
+	added, dropped, retyped := []string{}, []string{}, []string{}
 	oldBy := map[string]string{}
 	for _, c := range old.Columns {
 		oldBy[c.Name] = c.Type
