@@ -46,6 +46,9 @@ type Deliverer struct {
 	// at once on Wake).
 	poll time.Duration
 	wake chan struct{}
+	// lease is how long a claim holds: the longest destination timeout
+	// plus time to settle.
+	lease time.Duration
 
 	sent, failed, dead *metrics.CounterVec
 }
@@ -84,9 +87,13 @@ func NewDeliverer(o DelivererOptions) *Deliverer {
 		failed: o.Metrics.Counter("tributary_alerts_failed_total", "Alert delivery attempts that failed (each is retried until retry.attempts).", "project", "destination"),
 		dead:   o.Metrics.Counter("tributary_alerts_dead_total", "Alerts given up on after retry.attempts failed attempts.", "project", "destination"),
 	}
+	d.lease = 30 * time.Second
 	for i := range o.Projects {
-		if o.Projects[i].Alerts != nil {
+		if a := o.Projects[i].Alerts; a != nil {
 			d.projects[o.Projects[i].ID] = &o.Projects[i]
+			for _, dest := range a.Destinations {
+				d.lease = max(d.lease, time.Duration(dest.Timeout)+30*time.Second)
+			}
 		}
 	}
 	o.Metrics.GaugeFamily("tributary_alerts_pending", "Alerts waiting in the outbox for delivery.", []string{"project"},
@@ -142,9 +149,9 @@ func (d *Deliverer) Run(ctx context.Context) {
 // it returns how many it claimed.
 func (d *Deliverer) Once(ctx context.Context) int {
 	now := d.now()
-	// The lease outlasts the longest attempt allowed (5m) with room to
-	// settle; a process that dies mid-attempt frees the alert then.
-	alerts, err := d.outbox.ClaimAlerts(ctx, d.owner, now.UnixMilli(), now.Add(6*time.Minute).UnixMilli(), 32)
+	// The lease outlasts the longest attempt with room to settle; the
+	// alerts of a process that dies mid-attempt go to another then.
+	alerts, err := d.outbox.ClaimAlerts(ctx, d.owner, now.UnixMilli(), now.Add(d.lease).UnixMilli(), 32)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("alerts: reading the outbox", "err", err)

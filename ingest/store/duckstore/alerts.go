@@ -136,9 +136,20 @@ func (s *Store) ClaimAlerts(ctx context.Context, owner string, nowMs, leaseUntil
 	defer s.ops.Done()
 	s.syncs.runMu.Lock()
 	defer s.syncs.runMu.Unlock()
+	s.noteOwner(owner)
+	// As with runs (syncs.go), only this process holds the file: a lease
+	// of an owner not alive here belongs to a process that died, and is
+	// over whatever its time says.
+	var live []any
+	marks := ""
+	for o := range s.syncs.live {
+		live = append(live, o)
+		marks += ",?"
+	}
+	args := append([]any{nowMs, nowMs}, live...)
 	rows, err := s.db.QueryContext(ctx, `SELECT `+alertColumns+` FROM alert_outbox
-		WHERE status = 'pending' AND next_ms <= ? AND lease_until_ms < ? ORDER BY created_ms, id, destination LIMIT ?`,
-		nowMs, nowMs, limit)
+		WHERE status = 'pending' AND next_ms <= ? AND (lease_until_ms < ? OR lease_owner NOT IN (''`+marks+`))
+		ORDER BY created_ms, id, destination LIMIT ?`, append(args, limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: claim alerts: %w", err)
 	}
