@@ -21,10 +21,11 @@ var ErrHeld = errors.New("run held before writing")
 type Plan struct {
 	Import *importspec.Import
 	Schema *connectors.Schema
-	// SourceRows is how many rows the read will return (the whole table
+	// SourceRows counts the rows the read will return (the whole table
 	// for a full re-read, the rows past the watermark for time_based);
-	// -1 when the source cannot count.
-	SourceRows int64
+	// -1 when the source cannot count. A function, because a count can
+	// cost a warehouse query: only a rule that needs it asks.
+	SourceRows func(ctx context.Context) int64
 	// Whole: the run reads the whole table (full_sync, one_time, --full).
 	Whole bool
 }
@@ -36,16 +37,21 @@ func (p *pass) preflight(ctx context.Context, src connectors.Source, schema *con
 		return nil
 	}
 	p.st.preflighted = true
-	plan := Plan{Import: p.im, Schema: schema, SourceRows: -1,
-		Whole: p.opt.Full || p.im.SyncMode != importspec.TimeBased}
-	if c, ok := src.(connectors.Counter); ok {
-		if n, err := c.Count(ctx, req); err == nil {
-			plan.SourceRows = n
+	plan := Plan{Import: p.im, Schema: schema, Whole: p.opt.Full || p.im.SyncMode != importspec.TimeBased,
+		SourceRows: func(ctx context.Context) int64 {
+			c, ok := src.(connectors.Counter)
+			if !ok {
+				return -1
+			}
+			n, err := c.Count(ctx, req)
+			if err != nil {
+				return -1
+			}
 			if p.st.Total == 0 {
 				p.st.Total = n
 			}
-		}
-	}
+			return n
+		}}
 	if err := p.opt.Preflight(ctx, plan); err != nil {
 		return connectors.Permanent(fmt.Errorf("%w: %w", ErrHeld, err))
 	}

@@ -182,11 +182,15 @@ func (w *watch) Preflight(ctx context.Context, plan run.Plan) error {
 		w.checkSchema(plan)
 	}
 	v := w.rules.Volume
-	if v == nil || v.Action == config.ActionOff || plan.SourceRows < 0 {
+	if v == nil || v.Action == config.ActionOff || plan.SourceRows == nil {
 		return nil
 	}
+	n := plan.SourceRows(ctx)
+	if n < 0 {
+		return nil // judged on the rows read, after the run
+	}
 	w.volumeDone = true
-	return w.checkVolume(ctx, plan.SourceRows, true)
+	return w.checkVolume(ctx, n, true)
 }
 
 type column struct {
