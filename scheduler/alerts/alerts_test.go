@@ -392,6 +392,12 @@ func TestTruncatedTablePauses(t *testing.T) {
 		t.Errorf("anomaly alert: %s", body)
 	}
 	t.Logf("webhook %s: %s", alerts.KindVolume, body)
+	// A process whose catalog missed the pause (several processes on one
+	// store) still holds its run: the stored document says paused.
+	w := f.mon.Watch(context.Background(), e.Import, store.Run{ID: "elsewhere", Project: 1, Import: "ev"})
+	if err := w.Preflight(context.Background(), run.Plan{Import: e.Import, SourceRows: func(context.Context) int64 { return 0 }}); err == nil {
+		t.Error("a run of a process that missed the pause went ahead")
+	}
 	resume := false
 	e, err := f.sched.Catalog().Patch(context.Background(), 1, "ev", &resume, nil)
 	if err != nil || e.Paused() || e.PausedReason != "" {

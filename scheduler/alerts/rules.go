@@ -40,6 +40,7 @@ type Store interface {
 	Runs(ctx context.Context, f store.RunFilter) ([]store.Run, error)
 	RuleStates(ctx context.Context, project int64, importID string) ([]store.RuleState, error)
 	RaiseAlerts(ctx context.Context, alerts []store.Alert, states []store.RuleState) error
+	ImportDocs(ctx context.Context) ([]store.ImportDoc, error)
 }
 
 // Pauser pauses an import with a reason (*scheduler.Catalog).
@@ -297,10 +298,17 @@ func (w *watch) checkVolume(ctx context.Context, rows int64, before bool) error 
 		return nil
 	}
 	switch prev {
-	case stateHeld, stateAccepted:
-		// Held before and resumed by hand (or notified already): the
-		// operator has seen it; let it through, once per state change.
+	case stateHeld:
+		// Held before. Another process's catalog may not know of the
+		// pause yet: the stored document says whether it was resumed.
+		if before && v.Action == config.ActionPause && w.m.stillPaused(ctx, w.im) {
+			return fmt.Errorf("volume anomaly: the import is paused by the volume rule")
+		}
+		// Resumed by hand: the operator accepted the new volume.
 		w.set(ruleVolume, stateAccepted, detail)
+		return nil
+	case stateAccepted:
+		// Notified already: once per state change.
 		return nil
 	}
 	what := "fewer"
@@ -333,6 +341,24 @@ func (w *watch) checkVolume(ctx context.Context, rows int64, before bool) error 
 	w.set(ruleVolume, stateAccepted, detail)
 	w.raise(p)
 	return nil
+}
+
+// stillPaused reports whether the store's document of im says paused.
+func (m *Monitor) stillPaused(ctx context.Context, im *importspec.Import) bool {
+	docs, err := m.st.ImportDocs(ctx)
+	if err != nil {
+		m.log.Warn("alerts: reading import documents", "import", im.ID, "err", err)
+		return true // hold rather than import what may be a truncated table
+	}
+	for _, d := range docs {
+		if d.Project == im.ProjectID && d.ID == im.ID {
+			var doc struct {
+				Paused *bool `json:"paused"`
+			}
+			return json.Unmarshal(d.Doc, &doc) == nil && doc.Paused != nil && *doc.Paused
+		}
+	}
+	return false
 }
 
 // End implements scheduler.RunWatch.
