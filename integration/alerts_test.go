@@ -2,9 +2,12 @@ package integration
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,5 +125,88 @@ func TestAlertDeliveredOnceAcrossKill9(t *testing.T) {
 		if !strings.Contains(string(page.Body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// A source table truncated between runs of a full_sync import with
+// volume action: pause: the run stops before it imports anything, the
+// app API shows the import paused and why, one alert names the anomaly,
+// and PATCH paused:false resumes it and clears the reason.
+func TestAlertVolumePausesTruncatedImport(t *testing.T) {
+	db := newPGDB(t)
+	db.eventTable(t, 30)
+	hook := newAlertReceiver(t)
+	t.Setenv("TRIBUTARY_IT_ALERT_URL", hook.srv.URL+"/tributary")
+	t.Setenv("TRIBUTARY_IT_SYNC_DSN", db.dsn)
+	dir := t.TempDir()
+	spec := fmt.Sprintf(`id: ev-full
+project_id: %d
+import_type: event_stream
+sync_mode: full_sync
+source: {kind: postgres, dsn: "${TRIBUTARY_IT_SYNC_DSN}"}
+table_params: {table: ev}
+event_name: purchase
+time_column_name: event_time
+user_column_name: user_id
+insert_id_column_name: id
+schedule: api
+`, mainID)
+	if err := os.WriteFile(filepath.Join(dir, "ev.yaml"), []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.ImportsDir = dir
+	cfg.Projects[0].Alerts = map[string]any{
+		"destinations": []map[string]any{{"name": "hook", "kind": "webhook", "url": "${TRIBUTARY_IT_ALERT_URL}"}},
+		"rules":        map[string]any{"volume": map[string]any{"min_runs": 2, "action": "pause"}},
+	}
+	s := startServer(t, cfg)
+	for i := 0; i < 2; i++ {
+		if r := waitRun(t, s, "ev-full", manualSync(t, s, "ev-full")); r.Status != "SUCCEEDED" || r.RowsRead != 30 {
+			t.Fatalf("run %d: %+v", i, r)
+		}
+		time.Sleep(2100 * time.Millisecond) // past the join window
+	}
+	db.exec(t, `DELETE FROM ev`)
+	r := waitRun(t, s, "ev-full", manualSync(t, s, "ev-full"))
+	if r.Status != "CANCELLED" || r.RowsRead != 0 || r.Imported != 0 || !strings.Contains(r.Reason, "volume anomaly") {
+		t.Fatalf("run on the truncated table: %+v", r)
+	}
+	var view struct {
+		Paused       bool   `json:"paused"`
+		PausedReason string `json:"paused_reason"`
+	}
+	get := func() {
+		t.Helper()
+		rep := s.do(t, request{Method: http.MethodGet, Path: importPath("ev-full"), Auth: asOwner})
+		view.Paused, view.PausedReason = false, ""
+		if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &struct{ Results any }{&view}) != nil {
+			t.Fatalf("import: %s", rep)
+		}
+	}
+	get()
+	if !view.Paused || !strings.Contains(view.PausedReason, "volume rule") {
+		t.Fatalf("import after the anomaly: %+v", view)
+	}
+	if rep := s.do(t, request{Method: http.MethodPut, Path: importPath("ev-full") + "/manual-sync", Auth: asOwner, Body: []byte(`{}`)}); rep.Status == http.StatusOK {
+		t.Fatalf("a paused import ran: %s", rep)
+	}
+	hook.waitKind(t, "volume_anomaly")
+	time.Sleep(500 * time.Millisecond)
+	if kinds, dups := hook.kinds(); len(kinds) != 1 || kinds["volume_anomaly"] != 1 || dups != 0 {
+		t.Fatalf("receiver got %v (%d duplicates), want one volume_anomaly", kinds, dups)
+	}
+	hook.mu.Lock()
+	t.Logf("volume_anomaly as received: %s", hook.first["volume_anomaly"])
+	hook.mu.Unlock()
+	if lines, _ := exportIDs(t, s); lines != 30 {
+		t.Errorf("export holds %d events after the held run, want 30", lines)
+	}
+	if rep := s.do(t, request{Method: http.MethodPatch, Path: importPath("ev-full"), Auth: asOwner, Body: []byte(`{"paused":false}`)}); rep.Status != http.StatusOK {
+		t.Fatalf("resume: %s", rep)
+	}
+	get()
+	if view.Paused || view.PausedReason != "" {
+		t.Fatalf("import after resuming: %+v", view)
 	}
 }
