@@ -295,6 +295,10 @@ func TestFailureAndRecovery(t *testing.T) {
 	if got := f.commandKinds(); !slices.Equal(got, want) {
 		t.Errorf("command hook got %v, want %v", got, want)
 	}
+	if ents, _ := os.ReadDir(f.cmdDir); len(ents) > 0 {
+		b, _ := os.ReadFile(filepath.Join(f.cmdDir, ents[0].Name()))
+		t.Logf("command hook stdin (%s): %s", ents[0].Name(), b)
+	}
 	var p alerts.Payload
 	if err := json.Unmarshal(f.hook.body(alerts.KindRunFailed), &p); err != nil {
 		t.Fatal(err)
