@@ -49,6 +49,8 @@ type Stats struct {
 	Total int64
 	// A Mirror run's rows by what they did (mirror.go).
 	Inserted, Updated, Deleted, Unchanged int64
+
+	preflighted bool // Options.Preflight was called (preflight.go)
 }
 
 // Rate is rows read per second.
@@ -79,6 +81,9 @@ type Options struct {
 	Progress func(Stats)
 	// Count asks the source for the row count first (for an ETA).
 	Count bool
+	// Preflight, when set, sees the run's Plan before anything is
+	// written, once per run; an error ends the run with ErrHeld.
+	Preflight func(ctx context.Context, p Plan) error
 }
 
 const maxFailures = 100

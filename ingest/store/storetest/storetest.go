@@ -78,6 +78,7 @@ func Run(t *testing.T, h Harness) {
 		{name: "Sync_Leases", fn: testRunLeases},
 		{name: "Sync_LeasesReapOnce", fn: testRunLeasesReapOnce},
 		{name: "Sync_ImportDocs", fn: testImportDocs},
+		{name: "Alerts_EndRunAndOutbox", fn: testAlertsEndRun},
 		{name: "Usage_Counts", fn: testUsageCounts},
 		{name: "Usage_SurviveReopen", fn: testUsageReopen},
 		{name: "Usage_Concurrent", fn: testUsageConcurrent},
