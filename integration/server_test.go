@@ -90,6 +90,7 @@ type projectConfig struct {
 	RateLimit       *rateLimitConfig `yaml:"rate_limit,omitempty"`
 	LookupTables    []lookupConfig   `yaml:"lookup_tables,omitempty"`
 	CORSOrigins     []string         `yaml:"cors_allowed_origins,omitempty"`
+	Alerts          map[string]any   `yaml:"alerts,omitempty"`
 }
 
 type lookupConfig struct {

@@ -36,6 +36,9 @@ type Entry struct {
 	CreatedMs int64
 	Creator   string
 	Deleted   bool
+	// PausedReason says why a monitoring rule paused the import ("" when
+	// paused by hand, or running).
+	PausedReason string
 }
 
 // Paused reports whether the import may run.
@@ -55,6 +58,8 @@ type doc struct {
 	Deleted   bool            `json:"deleted,omitempty"`
 	CreatedMs int64           `json:"created_ms,omitempty"`
 	Creator   string          `json:"creator,omitempty"`
+	// PausedReason: a monitoring rule paused the import (monitor.go).
+	PausedReason string `json:"paused_reason,omitempty"`
 }
 
 // Catalog is every import: files from imports_dir plus the app API's
@@ -197,6 +202,10 @@ func (c *Catalog) apply(k key, d doc) (Entry, error) {
 		}
 	}
 	e.Deleted, e.CreatedMs, e.Creator = d.Deleted, d.CreatedMs, d.Creator
+	e.PausedReason = ""
+	if e.Import.Paused {
+		e.PausedReason = d.PausedReason
+	}
 	return e, nil
 }
 

@@ -140,6 +140,9 @@ func (c *Catalog) Patch(ctx context.Context, project int64, id string, paused *b
 	}
 	if paused != nil {
 		d.Paused = paused
+		if !*paused {
+			d.PausedReason = ""
+		}
 	}
 	if schedule != nil {
 		d.Schedule = schedule

@@ -46,10 +46,17 @@ var (
 	ErrStopping = errors.New("scheduler is shutting down")
 )
 
+// RunStore is what the scheduler needs of a store: the run state, and a
+// run's end saved with the alerts it raises (one transaction).
+type RunStore interface {
+	store.Syncs
+	EndRun(ctx context.Context, e store.RunEnd) error
+}
+
 // Options configure a Scheduler.
 type Options struct {
 	Runner *run.Runner
-	Store  store.Syncs // run state: starts, updates, leases, history
+	Store  RunStore // run state: starts, updates, leases, history, ends with their alerts
 	Log    *slog.Logger
 	Now    func() time.Time
 	// JoinWindow: a trigger this soon after a run of the same import
@@ -69,6 +76,8 @@ type Options struct {
 	RenewEvery time.Duration
 	// Metrics receives the lease figures (nil: not exported).
 	Metrics *metrics.Registry
+	// Monitor, when set, watches every run for the alert rules.
+	Monitor Monitor
 }
 
 // Scheduler owns the cron and the runs in progress.
@@ -321,13 +330,21 @@ func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool, 
 			}
 		}
 	}}
+	var w RunWatch
+	if s.opt.Monitor != nil {
+		w = s.opt.Monitor.Watch(ctx, e.Import, a.run)
+		opt.Preflight = w.Preflight
+	}
 	st, err := s.opt.Runner.Run(ctx, e.Import, e.Project, opt)
 	a.ended.Store(true)
 	r := fill(a.run, st)
 	r.EndedMs = s.opt.Now().UnixMilli()
+	held, heldReason, isHeld := heldStatus(err)
 	switch {
 	case err == nil:
 		r.Status = store.RunSucceeded
+	case isHeld:
+		r.Status, r.Reason = held, heldReason
 	case a.lost.Load():
 		// Another process interrupted the run and resumes it; the store
 		// refuses this end (ErrNotFound), which is right.
@@ -337,7 +354,7 @@ func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool, 
 	default:
 		r.Status, r.Reason = store.RunFailed, err.Error()
 	}
-	if err := s.opt.Store.UpdateRun(context.Background(), r); err != nil && !(a.lost.Load() && errors.Is(err, store.ErrNotFound)) {
+	if err := s.saveEnd(context.Background(), w, r, st); err != nil && !(a.lost.Load() && errors.Is(err, store.ErrNotFound)) {
 		s.opt.Log.Error("saving run result", "run", r.ID, "err", err)
 	}
 	if r.Status != store.RunSucceeded {

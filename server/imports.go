@@ -87,5 +87,5 @@ func NewScheduler(ctx context.Context, cfg *config.Config, files []*importspec.I
 	}
 	runner := &run.Runner{Registry: reg, Store: st, Log: log}
 	return scheduler.New(cat, scheduler.Options{Runner: runner, Store: st, Log: log,
-		Lease: time.Duration(cfg.SyncLease), Metrics: met}), nil
+		Lease: time.Duration(cfg.SyncLease), Metrics: met, Monitor: newMonitor(cfg, st, cat, log)}), nil
 }

@@ -116,12 +116,17 @@ func previewCmd(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	fs, fl, cfgPath := flagSet("preview", stderr)
 	limit := fs.Int64("limit", 20, "rows to read")
 	format := fs.String("format", "table", "table or ndjson (records on stdout, problems on stderr)")
+	changes := fs.Bool("changes", false, "sync_mode mirror: print what the next run would insert, update and delete (reads the store; writes nothing)")
+	dataDir := fs.String("data-dir", "", "data directory for --changes (overrides the config's data_dir)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	paths := append(*fl, fs.Args()...)
 	if len(paths) != 1 {
 		return errors.New("preview: give one import file with -c FILE")
+	}
+	if *changes {
+		return previewChanges(ctx, *cfgPath, *dataDir, paths[0], stdout, stderr)
 	}
 	if *format != "table" && *format != "ndjson" {
 		return fmt.Errorf("preview: --format %q: use table or ndjson", *format)

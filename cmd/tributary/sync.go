@@ -224,7 +224,7 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	defer release()
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROJECT\tIMPORT\tRUN\tTRIGGER\tSTATUS\tSTARTED\tDURATION\tROWS\tIMPORTED\tFAILED\tREASON")
+	fmt.Fprintln(tw, "PROJECT\tIMPORT\tRUN\tTRIGGER\tSTATUS\tSTARTED\tDURATION\tROWS\tIMPORTED\tFAILED\tREASON\tCHANGES")
 	for _, p := range cfg.Projects {
 		if *project != 0 && p.ID != *project {
 			continue
@@ -233,13 +233,14 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
+		changes := mirrorChanges(ctx, st, p.ID, runs)
 		for _, r := range runs {
 			dur := "-"
 			if r.EndedMs > 0 {
 				dur = (time.Duration(r.EndedMs-r.StartedMs) * time.Millisecond).Round(time.Millisecond).String()
 			}
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\n", r.Project, r.Import, r.ID, r.Trigger, r.Status,
-				time.UnixMilli(r.StartedMs).UTC().Format(time.RFC3339), dur, r.RowsRead, r.Imported, r.Failed, r.Reason)
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", r.Project, r.Import, r.ID, r.Trigger, r.Status,
+				time.UnixMilli(r.StartedMs).UTC().Format(time.RFC3339), dur, r.RowsRead, r.Imported, r.Failed, r.Reason, changes[r.ID])
 		}
 	}
 	return tw.Flush()

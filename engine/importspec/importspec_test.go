@@ -66,7 +66,8 @@ func TestErrorsNameFileKeyAndColumn(t *testing.T) {
 	}{
 		{"unknown key", "colour: red\n", "x.yaml: colour: unknown key (line 11)", simplified},
 		{"bad type", "", "x.yaml: import_type: \"events\": must be one of", simplified},
-		{"mirror", "", "x.yaml: sync_mode: mirror is reserved", simplified},
+		{"mirror option elsewhere", "max_deletes: 5\n", "x.yaml: max_deletes: applies to sync_mode mirror only", simplified},
+		{"mirror ratio", "max_change_ratio: 2\n", "x.yaml: max_change_ratio: 2: must be between 0 (no limit) and 1", simplified},
 		{"time_based without insert time", "", "x.yaml: insert_time_column_name: is required for sync_mode time_based", simplified},
 		{"unknown source kind", "", "x.yaml: source.kind: unknown kind \"oracle\"", simplified},
 		{"bad schedule", "", "x.yaml: schedule: \"every hour\":", simplified},
@@ -81,7 +82,7 @@ func TestErrorsNameFileKeyAndColumn(t *testing.T) {
 			switch tc.name {
 			case "bad type":
 				text = strings.Replace(text, "event_stream", "events", 1)
-			case "mirror":
+			case "mirror ratio":
 				text = strings.Replace(text, "time_based", "mirror", 1)
 			case "time_based without insert time":
 				text = strings.Replace(text, "insert_time_column_name: loaded_at\n", "", 1)

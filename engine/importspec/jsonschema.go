@@ -17,7 +17,7 @@ var fields = []field{
 	{"id", "string", "Unique id of the import; tagged on events as $warehouse_import_id.", nil},
 	{"project_id", "integer", "Project (from the server config) the data goes to.", nil},
 	{"import_type", "string", "What rows become.", []string{EventStream, People, Groups, LookupTable}},
-	{"sync_mode", "string", "time_based appends rows past the insert-time watermark; full_sync re-reads the table; one_time runs once.", []string{TimeBased, FullSync, OneTime}},
+	{"sync_mode", "string", "time_based appends rows past the insert-time watermark; full_sync re-reads the table; one_time runs once; mirror (mirror_mode) applies the table's inserts, updates and deletes.", []string{TimeBased, FullSync, OneTime, Mirror, MirrorMode}},
 	{"event_name", "string", "Static event name (default: the table name).", nil},
 	{"event_column_name", "string", "Column holding the event name.", nil},
 	{"time_column_name", "string", "Event time: timestamp, date, integer epoch (s, ms, µs) or ISO-8601 string.", nil},
@@ -36,6 +36,10 @@ var fields = []field{
 	{"migrated_from", "string", "Tool whose history the table holds (needs a Simplified ID Merge project).", nil},
 	{"schedule", "string", "Cron expression (5 fields), @every 15m, @hourly, @daily, @weekly, or api (manual only); never more often than the server's min_schedule_interval (default 1m).", nil},
 	{"paused", "boolean", "Paused imports never run.", nil},
+	{"key_columns", "array", "mirror only: columns that identify a row when the table has no primary key; without either, identical rows collapse into one.", nil},
+	{"delete_profiles", "boolean", "mirror people/groups only: a deleted row deletes the whole profile instead of unsetting the import's properties.", nil},
+	{"max_deletes", "integer", "mirror only: a run that would delete more rows fails before applying anything (0: no limit).", nil},
+	{"max_change_ratio", "number", "mirror only: a run whose changes exceed this fraction of the table fails before applying anything (0: no limit).", nil},
 	{"lookback", "string", "time_based only: re-read rows whose insert time is this long (e.g. 2h) before the watermark, to catch late rows; dedup absorbs re-reads.", nil},
 }
 

@@ -60,6 +60,9 @@ func (im *Import) CheckSchema(s *connectors.Schema) error {
 	for i, c := range im.ExcludeColumns {
 		col(fmt.Sprintf("exclude_columns[%d]", i), c)
 	}
+	for i, c := range im.KeyColumns {
+		col(fmt.Sprintf("key_columns[%d]", i), c)
+	}
 	return v.errs.Err()
 }
 

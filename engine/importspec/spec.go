@@ -27,7 +27,7 @@ const (
 	TimeBased = "time_based" // append: rows past the watermark
 	FullSync  = "full_sync"
 	OneTime   = "one_time"
-	Mirror    = "mirror" // reserved
+	Mirror    = "mirror" // inserts, updates and deletes (mirror.go)
 )
 
 // Import is one warehouse import.
@@ -72,7 +72,8 @@ type Import struct {
 	// Lookback re-reads rows whose insert time is up to this long before
 	// the committed watermark (time_based only, e.g. "2h"), to catch rows
 	// that arrive late with an older insert time; dedup absorbs re-reads.
-	Lookback string `yaml:"lookback,omitempty" json:"lookback,omitempty"`
+	Lookback      string `yaml:"lookback,omitempty" json:"lookback,omitempty"`
+	MirrorOptions `yaml:",inline"`
 
 	file string
 	// conn is Connection resolved when the import was loaded; never

@@ -86,11 +86,10 @@ func (v *validator) basics(reg *connectors.Registry) {
 		v.add("import_type", "", fmt.Sprintf("%q: must be one of event_stream, people, groups, lookup_table", im.ImportType))
 	}
 	switch {
-	case im.SyncMode == Mirror:
-		v.add("sync_mode", "", "mirror is reserved and not supported yet; use time_based, full_sync or one_time")
-	case !oneOf(im.SyncMode, TimeBased, FullSync, OneTime):
-		v.add("sync_mode", "", fmt.Sprintf("%q: must be one of time_based, full_sync, one_time", im.SyncMode))
+	case !oneOf(im.SyncMode, TimeBased, FullSync, OneTime, Mirror, MirrorMode):
+		v.add("sync_mode", "", fmt.Sprintf("%q: must be one of time_based, full_sync, one_time, mirror (mirror_mode)", im.SyncMode))
 	}
+	v.mirror()
 	if reg != nil {
 		if err := reg.Validate(im.SourceConfig()); err != nil {
 			var fe *connectors.FieldError
@@ -157,7 +156,7 @@ func (v *validator) byType() {
 		need("lookup_table_id", im.LookupTableID, "for lookup_table imports")
 		need("property_key_column_name", im.PropertyKeyColumnName, "for lookup_table imports")
 		if im.SyncMode == TimeBased {
-			v.add("sync_mode", "", "lookup tables are replaced whole: use full_sync or one_time")
+			v.add("sync_mode", "", "lookup tables are replaced or mirrored by key: use full_sync, mirror or one_time")
 		}
 	}
 }

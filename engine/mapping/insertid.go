@@ -67,7 +67,10 @@ func AppendNormalizedInsertID(dst []byte, s string) []byte {
 func (m *Mapper) derivedID(header, props []byte, i int) [36]byte {
 	// One contiguous buffer hashed at once is what the streaming hasher
 	// computed from its pieces, minus its bookkeeping.
-	b := append(m.hashBuf[:0], header...)
+	b := m.hashBuf[:0]
+	if !m.opt.KeyID || len(m.pkCols) == 0 {
+		b = append(b, header...)
+	}
 	if len(m.pkCols) > 0 {
 		for _, c := range m.pkCols {
 			b = append(b, 0x1f)

@@ -26,6 +26,9 @@ type Options struct {
 	// Common: they are a quarter of a typical synced event's bytes, and
 	// every stage after the mapper pays for each byte.
 	CommonTags bool
+	// KeyID derives $insert_id from the primary key alone (Mirror syncs):
+	// an updated row keeps its id even when its time or user changed.
+	KeyID bool
 }
 
 // RowError is a row that could not become a record.

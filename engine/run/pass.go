@@ -61,6 +61,9 @@ func (p *pass) run(ctx context.Context) error {
 			}
 		}
 	}
+	if err := p.preflight(ctx, src, schema, req); err != nil {
+		return err
+	}
 	var table *lookup.Builder
 	if im.ImportType == importspec.LookupTable {
 		cols := []string{im.PropertyKeyColumnName}

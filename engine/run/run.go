@@ -48,6 +48,10 @@ type Stats struct {
 	// Total is the row count the source reported before reading (0 when
 	// it cannot tell), for progress and ETA.
 	Total int64
+	// A Mirror run's rows by what they did (mirror.go).
+	Inserted, Updated, Deleted, Unchanged int64
+
+	preflighted bool // Options.Preflight was called (preflight.go)
 }
 
 // Rate is rows read per second.
@@ -78,6 +82,9 @@ type Options struct {
 	Progress func(Stats)
 	// Count asks the source for the row count first (for an ETA).
 	Count bool
+	// Preflight, when set, sees the run's Plan before anything is
+	// written, once per run; an error ends the run with ErrHeld.
+	Preflight func(ctx context.Context, p Plan) error
 }
 
 const maxFailures = 100
@@ -104,6 +111,10 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 		if done {
 			return st, fmt.Errorf("import %s: %w (sync with --full to load it again)", im.ID, ErrComplete)
 		}
+	}
+	if im.IsMirror() {
+		err := r.runMirror(ctx, im, project, opt, &st)
+		return st, err
 	}
 	bo := r.Backoff.withDefaults()
 	own := newOwnership(r.Store, im, opt.RunID, st.Started)

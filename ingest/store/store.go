@@ -141,6 +141,7 @@ type Store interface {
 	Profiles
 	Lookups
 	Syncs
+	Alerts
 	Usage
 	Members
 	ImportData

@@ -83,6 +83,8 @@ type Project struct {
 	// CORSAllowedOrigins, when set, are the only browser origins that may
 	// send this project's data to the token endpoints (cors.go).
 	CORSAllowedOrigins []string `yaml:"cors_allowed_origins"`
+	// Alerts, when set, watch the project's sync runs (alerts.go).
+	Alerts *Alerts `yaml:"alerts"`
 }
 
 // LookupTable declares a lookup table; PUT /lookup-tables/{id} fills it.

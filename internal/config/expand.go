@@ -29,7 +29,13 @@ func (x expander) expand(n *yaml.Node, key string) error {
 		if secretKey.MatchString(key) && HasDefault(n.Value) {
 			return bad(key, "line %d: ${VAR:-default} is not accepted for a secret; give ${VAR} and set the variable", n.Line)
 		}
+		if alertSecretKey.MatchString(key) && (!envRef.MatchString(n.Value) || HasDefault(n.Value)) {
+			return bad(key, "line %d: may hold a token, so it is written with ${VAR} (e.g. url: ${SLACK_WEBHOOK_URL}); a literal or ${VAR:-default} is not accepted", n.Line)
+		}
 		v, err := ExpandEnv(n.Value, x.lookup)
+		if err != nil && x.lenient && alertSecretKey.MatchString(key) {
+			v, err = "http://unset.invalid/", nil // the variable is for the server only
+		}
 		if err != nil && x.lenient && secretKey.MatchString(key) {
 			v, err = "unset variable "+n.Value, nil
 			if key == "store" {

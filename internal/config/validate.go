@@ -78,7 +78,7 @@ func (c *Config) validate() error {
 	creds := map[string]string{} // token/secret value -> key that declared it
 	accounts := map[string]accountSeen{}
 	for i := range c.Projects {
-		if err := c.Projects[i].validate(fmt.Sprintf("projects[%d]", i), ids, creds, accounts); err != nil {
+		if err := c.Projects[i].validate(fmt.Sprintf("projects[%d]", i), c.Listen, ids, creds, accounts); err != nil {
 			return err
 		}
 	}
@@ -116,7 +116,7 @@ type accountSeen struct {
 	key, secret string
 }
 
-func (p *Project) validate(key string, ids map[int64]string, creds map[string]string, accounts map[string]accountSeen) error {
+func (p *Project) validate(key, listen string, ids map[int64]string, creds map[string]string, accounts map[string]accountSeen) error {
 	if p.ID <= 0 {
 		return bad(key+".id", "must be a positive integer")
 	}
@@ -164,6 +164,11 @@ func (p *Project) validate(key string, ids map[int64]string, creds map[string]st
 	}
 	if err := p.validateCORS(key + ".cors_allowed_origins"); err != nil {
 		return err
+	}
+	if p.Alerts != nil {
+		if err := p.Alerts.validate(key+".alerts", listen); err != nil {
+			return err
+		}
 	}
 	if p.RateLimit.BytesPerMinute < 0 {
 		return bad(key+".rate_limit.bytes_per_minute", "must be positive")

@@ -151,6 +151,9 @@ func (s *Server) handleImportDelete(a *appRequest) {
 			return
 		}
 	}
+	if !s.forgetMirror(a, e) {
+		return
+	}
 	if _, err := s.sched.Catalog().Delete(a.r.Context(), a.project, e.Import.ID); err != nil {
 		s.log.Error("deleting an import", "project", a.project, "err", err)
 		api.AppError(a.w, http.StatusInternalServerError, "the import could not be deleted")
@@ -213,6 +216,7 @@ func (s *Server) handleImportHistory(a *appRequest) {
 	for i, r := range runs {
 		out[i] = s.runView(r)
 	}
+	s.addMirrorCounts(a.r.Context(), a.project, runs, out)
 	api.AppOK(a.w, map[string]any{"runs": out})
 }
 

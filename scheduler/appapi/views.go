@@ -24,6 +24,7 @@ type importView struct {
 	WarehouseSourceID json.RawMessage  `json:"warehouse_source_id,omitempty"`
 	TableParams       connectors.Table `json:"table_params"`
 	Paused            bool             `json:"paused"`
+	PausedReason      string           `json:"paused_reason,omitempty"`
 	RunEvery          *int64           `json:"run_every,omitempty"`
 	LastDispatch      *int64           `json:"last_dispatch"`
 	IsDeleted         bool             `json:"is_deleted"`
@@ -70,7 +71,7 @@ func (s *Server) view(a *appRequest, e scheduler.Entry, detail bool) importView 
 	im := e.Import
 	v := importView{
 		ID: idJSON(im.ID), ImportType: im.ImportType, SyncMode: im.SyncMode, CreatorName: e.Creator,
-		TableParams: im.TableParams, Paused: im.Paused, IsDeleted: e.Deleted,
+		TableParams: im.TableParams, Paused: im.Paused, PausedReason: e.PausedReason, IsDeleted: e.Deleted,
 		Schedule: im.Schedule, Origin: e.Origin, File: im.File(), SourceKind: im.SourceKind(),
 	}
 	if im.Connection != "" {
@@ -120,6 +121,7 @@ type runView struct {
 	Failures          json.RawMessage       `json:"failures"`
 	Retries           []scheduler.RetryView `json:"retries"`            // transient source errors retried (scheduler/retries.go)
 	Progress          *runProgress          `json:"progress,omitempty"` // while running (status.go)
+	Mirror            *mirrorView           `json:"mirror,omitempty"`   // sync_mode mirror runs
 }
 
 func (s *Server) runView(r store.Run) runView {

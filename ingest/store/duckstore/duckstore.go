@@ -169,6 +169,15 @@ var schema = []string{
 	`CREATE TABLE IF NOT EXISTS import_docs (project BIGINT NOT NULL, id VARCHAR NOT NULL, doc VARCHAR NOT NULL)`,
 	// Events stored per project, month (YYYY-MM, UTC) and source (usage.go).
 	`CREATE TABLE IF NOT EXISTS usage_counters (project BIGINT NOT NULL, month VARCHAR NOT NULL, source VARCHAR NOT NULL, events BIGINT NOT NULL)`,
+	// The alert outbox and the monitoring rules' state (alerts.go).
+	`CREATE TABLE IF NOT EXISTS alert_outbox (
+		id VARCHAR NOT NULL, destination VARCHAR NOT NULL, project BIGINT NOT NULL, import VARCHAR NOT NULL,
+		kind VARCHAR NOT NULL, body VARCHAR NOT NULL, created_ms BIGINT NOT NULL, attempts INTEGER NOT NULL,
+		next_ms BIGINT NOT NULL, last_error VARCHAR NOT NULL, status VARCHAR NOT NULL,
+		lease_owner VARCHAR NOT NULL, lease_until_ms BIGINT NOT NULL, settled_ms BIGINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS alert_states (
+		project BIGINT NOT NULL, import VARCHAR NOT NULL, rule VARCHAR NOT NULL, state VARCHAR NOT NULL,
+		detail VARCHAR NOT NULL, updated_ms BIGINT NOT NULL)`,
 }
 
 // Store is a store.Store backed by one DuckDB file.
@@ -364,7 +373,7 @@ func (s *Store) init(ctx context.Context, fresh bool) error {
 	if err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
-	for _, stmt := range slices.Concat(schema, membersSchema, sharedSchema, dailySchema) {
+	for _, stmt := range slices.Concat(schema, membersSchema, sharedSchema, mirrorSchema, dailySchema) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			_ = tx.Rollback()
 			return fmt.Errorf("create schema: %w", err)

@@ -57,6 +57,10 @@ type row struct {
 	common  int32 // the batch's Common: sc.common[common-1]; 0 = none
 }
 
+func splitKey(k store.Key) (hi, lo int64) {
+	return int64(binary.BigEndian.Uint64(k[:8])), int64(binary.BigEndian.Uint64(k[8:]))
+}
+
 func joinKey(hi, lo int64) store.Key {
 	var k store.Key
 	binary.BigEndian.PutUint64(k[:8], uint64(hi))

@@ -197,7 +197,39 @@ var migrations = []string{
 		total bigint NOT NULL,
 		PRIMARY KEY (project, minute));`,
 
-	// 8: daily usage, beside the monthly (usage_daily.go).
+	// 8: Mirror syncs' table states (mirror.go).
+	mirrorMigration,
+
+	// 9: the alert outbox, one row per alert and destination, leased by
+	// the delivering process (alerts.go); and what each monitoring rule
+	// remembers of an import.
+	`CREATE TABLE alert_outbox (
+		id text COLLATE "C" NOT NULL,
+		destination text COLLATE "C" NOT NULL,
+		project bigint NOT NULL,
+		import text COLLATE "C" NOT NULL,
+		kind text NOT NULL,
+		body text NOT NULL,
+		created_ms bigint NOT NULL,
+		attempts integer NOT NULL DEFAULT 0,
+		next_ms bigint NOT NULL,
+		last_error text NOT NULL DEFAULT '',
+		status text NOT NULL DEFAULT 'pending',
+		lease_owner text NOT NULL DEFAULT '',
+		lease_until_ms bigint NOT NULL DEFAULT 0,
+		settled_ms bigint NOT NULL DEFAULT 0,
+		PRIMARY KEY (id, destination));
+	CREATE INDEX alert_outbox_due ON alert_outbox (next_ms) WHERE status = 'pending';
+	CREATE TABLE alert_states (
+		project bigint NOT NULL,
+		import text COLLATE "C" NOT NULL,
+		rule text COLLATE "C" NOT NULL,
+		state text NOT NULL,
+		detail text NOT NULL,
+		updated_ms bigint NOT NULL,
+		PRIMARY KEY (project, import, rule));`,
+
+	// 10: daily usage, beside the monthly (usage_daily.go).
 	dailyUsageMigration,
 }
 

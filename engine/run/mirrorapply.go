@@ -1,0 +1,351 @@
+package run
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/memory"
+
+	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/engine/mapping"
+	"github.com/tributary-dev/tributary/ingest/profile"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// How a Mirror run applies what its diff found (mirror.go): changed rows
+// are staged, then flushed (state first, records second); rows gone from
+// the table are removed.
+
+// mirrorFlushRows is how many changed rows a run gathers before it
+// applies them: one state transaction and one store write for many
+// source batches (on the embedded store each apply that deletes events
+// waits for the write log to be loaded and scans the events it deletes).
+const mirrorFlushRows = 16384
+
+// stage maps the batch's changed rows into the pending change: their
+// state rows, the events they replace and their new records.
+func (mr *mirrorRun) stage(ctx context.Context, rec arrow.RecordBatch) error {
+	im := mr.im
+	refs := make([][]byte, len(mr.changed))
+	if mr.pending == nil {
+		mr.pending = map[string]struct{}{}
+	}
+	if mr.table != nil {
+		mr.dirty = true
+		for k, i := range mr.changed {
+			refs[k] = bytes.Clone(mr.key(i))
+		}
+	} else {
+		sub, err := takeRows(rec, mr.changed)
+		if err != nil {
+			return connectors.Permanent(err)
+		}
+		defer sub.Release()
+		// The pending records keep the buffers they were decoded into
+		// until the flush: each batch maps and validates into new ones.
+		mr.out, mr.v, mr.pv = mapping.Records{}, mapping.Validator{}, mapping.ProfileValidator{}
+		mr.m.Map(sub, &mr.out)
+		if im.ImportType == importspec.EventStream {
+			err = mr.mapEvents(refs)
+		} else {
+			err = mr.mapProfiles(refs)
+		}
+		if err != nil {
+			return err
+		}
+		// Owned before the write, so the bookkeeping never lags behind.
+		if err := mr.track(context.WithoutCancel(ctx)); err != nil {
+			return err
+		}
+	}
+	for k, i := range mr.changed {
+		key := bytes.Clone(mr.key(i))
+		mr.pending[string(key)] = struct{}{}
+		mr.rows = append(mr.rows, store.MirrorRow{Key: key, Hash: bytes.Clone(mr.hashes[i][:]), Ref: refs[k], Flag: store.MirrorPending})
+		if im.ImportType == importspec.EventStream {
+			if ev, ok := store.ParseEventRef(mr.oldRef[i]); ok {
+				mr.delEvs = append(mr.delEvs, ev)
+			}
+		}
+	}
+	if len(mr.rows) >= mirrorFlushRows {
+		return mr.flush(ctx)
+	}
+	return nil
+}
+
+// flush records the pending rows (state rows, deleted old versions) in
+// one transaction, then writes their records.
+func (mr *mirrorRun) flush(ctx context.Context) error {
+	im := mr.im
+	if len(mr.rows) == 0 {
+		return nil
+	}
+	wctx := context.WithoutCancel(ctx) // a change under way is let finish
+	if err := mr.ms.MirrorApply(wctx, store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID,
+		Gen: mr.gen, Rows: mr.rows, DeleteEvents: mr.delEvs}); err != nil {
+		return connectors.Permanent(err)
+	}
+	if err := mr.write(wctx); err != nil {
+		return err
+	}
+	mr.rows, mr.delEvs = mr.rows[:0], mr.delEvs[:0]
+	clear(mr.pending)
+	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID}
+	return nil
+}
+
+func (mr *mirrorRun) write(ctx context.Context) error {
+	if len(mr.batch.Events) == 0 && len(mr.batch.Profiles) == 0 {
+		return nil
+	}
+	res, err := mr.r.Store.Write(ctx, []store.Batch{mr.batch})
+	if err != nil {
+		return connectors.Permanent(fmt.Errorf("write: %w", err))
+	}
+	mr.st.Imported += int64(res.Inserted + res.Profiles)
+	mr.st.Duplicates += int64(res.Duplicates)
+	for _, rj := range res.Rejected {
+		mr.fail([]mapping.RowError{{Row: int64(rj.Ref), Message: rj.Err.Error()}})
+	}
+	return nil
+}
+
+// mapEvents validates the changed rows' events into mr.batch and sets
+// refs[k] to the event changed row k produced (nil when it was refused).
+func (mr *mirrorRun) mapEvents(refs [][]byte) error {
+	base := len(mr.batch.Events) // events of earlier batches, pending
+	fails := mr.v.Events(mr.im.ProjectID, mr.r.now(), &mr.out, 0, &mr.batch)
+	mr.fail(fails)
+	refused := make([]bool, len(mr.changed))
+	for _, f := range fails[len(mr.out.Errs):] {
+		refused[f.Row] = true
+	}
+	k := base
+	for i := range mr.out.Len() {
+		row := int(mr.out.Rows[i])
+		if refused[row] {
+			continue
+		}
+		if k >= len(mr.batch.Events) {
+			return fmt.Errorf("mirror: %d events for more valid rows", len(mr.batch.Events))
+		}
+		if e := &mr.batch.Events[k]; e.Dedupable() {
+			refs[row] = store.EventRef{Key: e.Key, TimeMs: e.TimeMs}.Bytes()
+		}
+		k++
+	}
+	if k != len(mr.batch.Events) {
+		return fmt.Errorf("mirror: %d events for %d valid rows", len(mr.batch.Events)-base, k-base)
+	}
+	return nil
+}
+
+// mapProfiles validates the changed rows' profile updates into mr.batch:
+// each $set is followed by the $unset of the row's NULL properties, and
+// a row whose profile id changed first unsets the old profile.
+func (mr *mirrorRun) mapProfiles(refs [][]byte) error {
+	kind := profile.User
+	if mr.im.ImportType == importspec.Groups {
+		kind = profile.Group
+	}
+	for k := range mr.changed {
+		if id, ok := mr.m.KeyAt(k); ok {
+			refs[k] = []byte(id)
+		}
+	}
+	mr.sets.Profiles = mr.sets.Profiles[:0]
+	mr.fail(mr.pv.Profiles(kind, &mr.out, 0, &mr.sets))
+	for k, i := range mr.changed {
+		if old := mr.oldRef[i]; len(old) > 0 && !bytes.Equal(old, refs[k]) {
+			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removal(kind, string(old)), Ref: k})
+		}
+	}
+	for _, u := range mr.sets.Profiles {
+		mr.batch.Profiles = append(mr.batch.Profiles, u)
+		mr.markGen++
+		for _, p := range u.Props {
+			if j, ok := mr.fixedAt[p.Name]; ok {
+				mr.mark[j] = mr.markGen
+			}
+		}
+		var null []string
+		for j, n := range mr.fixed {
+			if mr.mark[j] != mr.markGen {
+				null = append(null, n)
+			}
+		}
+		if len(null) > 0 {
+			un := profile.Update{Kind: u.Kind, DistinctID: u.DistinctID, GroupKey: u.GroupKey, GroupID: u.GroupID,
+				Op: profile.OpUnset, Unset: null, IgnoreTime: true}
+			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: un, Ref: u.Ref})
+		}
+	}
+	return nil
+}
+
+// track records the properties the batch's profile updates set as owned
+// by the import (store.Members), so deleting the import's data unsets
+// them. Mirror runs never settle ownership: what they own only grows.
+func (mr *mirrorRun) track(ctx context.Context) error {
+	if len(mr.sets.Profiles) == 0 || mr.table != nil || mr.im.ImportType == importspec.EventStream {
+		return nil
+	}
+	ms := make([]store.Member, 0, len(mr.sets.Profiles))
+	for _, u := range mr.sets.Profiles {
+		names := make([]string, len(u.Props))
+		for i, p := range u.Props {
+			names[i] = p.Name
+		}
+		ms = append(ms, store.Member{MemberKey: memberKey(u.Update), Names: names})
+	}
+	runID := mr.opt.RunID
+	if runID == "" {
+		runID = fmt.Sprintf("local-%d", mr.gen) // tracking tells runs apart by id
+	}
+	if err := mr.r.Store.TrackMembers(ctx, mr.im.ProjectID, mr.im.ID, runID, ms); err != nil {
+		return connectors.Permanent(fmt.Errorf("track profiles: %w", err))
+	}
+	return nil
+}
+
+// removal is what a row leaving the table does to its profile: $unset
+// of the table's properties, or $delete with delete_profiles.
+func (mr *mirrorRun) removal(kind profile.Kind, id string) profile.Update {
+	u := profile.Update{Kind: kind, IgnoreTime: true, Op: profile.OpUnset, Unset: mr.fixed}
+	if mr.im.DeleteProfiles {
+		u.Op, u.Unset = profile.OpDelete, nil
+	}
+	if kind == profile.Group {
+		u.GroupKey, u.GroupID = mr.im.GroupKey, id
+	} else {
+		u.DistinctID = id
+	}
+	return u
+}
+
+// deletes applies the rows the run did not see: keys gone from the
+// table, and deletes a crash left pending.
+func (mr *mirrorRun) deletes(ctx context.Context) error {
+	rm := mr.newRemover()
+	err := mr.ms.MirrorUnseen(ctx, mr.im.ProjectID, mr.im.ID, mr.gen, func(row store.MirrorRow) error { return rm.add(ctx, row) })
+	if err == nil {
+		err = rm.flush(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("mirror deletes: %w", err)
+	}
+	return nil
+}
+
+// remover applies the removal of rows gone from the table, a batch of
+// them at a time.
+type remover struct {
+	mr   *mirrorRun
+	kind profile.Kind
+	a    store.MirrorApply
+}
+
+func (mr *mirrorRun) newRemover() *remover {
+	rm := &remover{mr: mr, kind: profile.User}
+	if mr.im.ImportType == importspec.Groups {
+		rm.kind = profile.Group
+	}
+	rm.reset()
+	return rm
+}
+
+func (rm *remover) reset() {
+	mr, im := rm.mr, rm.mr.im
+	rm.a = store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID, Gen: mr.gen}
+	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID,
+		Profiles: mr.batch.Profiles[:0]}
+}
+
+func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
+	mr := rm.mr
+	mr.st.Deleted++
+	switch mr.im.ImportType {
+	case importspec.EventStream:
+		rm.a.Remove = append(rm.a.Remove, row.Key)
+		if ev, ok := store.ParseEventRef(row.Ref); ok {
+			rm.a.DeleteEvents = append(rm.a.DeleteEvents, ev)
+		}
+	case importspec.LookupTable:
+		mr.dirty = true
+		row.Flag = store.MirrorDeleting
+		rm.a.Rows = append(rm.a.Rows, row)
+	default:
+		row.Flag = store.MirrorDeleting
+		rm.a.Rows = append(rm.a.Rows, row)
+		if len(row.Ref) > 0 {
+			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removal(rm.kind, string(row.Ref))})
+		}
+	}
+	if len(rm.a.Rows)+len(rm.a.Remove) >= unsetBatch {
+		return rm.flush(ctx)
+	}
+	return nil
+}
+
+// flush commits the removals: events go with their state rows in one
+// transaction; a profile's row stays as a tombstone until the run
+// settles, so a crash repeats the $unset instead of losing it.
+func (rm *remover) flush(ctx context.Context) error {
+	if len(rm.a.Rows)+len(rm.a.Remove) == 0 {
+		return nil
+	}
+	wctx := context.WithoutCancel(ctx)
+	if err := rm.mr.ms.MirrorApply(wctx, rm.a); err != nil {
+		return connectors.Permanent(err)
+	}
+	if err := rm.mr.write(wctx); err != nil {
+		return err
+	}
+	rm.reset()
+	return nil
+}
+
+// takeRows returns rec's rows at idx (ascending) as a new record.
+func takeRows(rec arrow.RecordBatch, idx []int) (arrow.RecordBatch, error) {
+	if len(idx) == int(rec.NumRows()) {
+		rec.Retain()
+		return rec, nil
+	}
+	// Runs of consecutive rows, sliced and concatenated per column.
+	var runs [][2]int
+	for _, i := range idx {
+		if len(runs) > 0 && runs[len(runs)-1][1] == i {
+			runs[len(runs)-1][1]++
+			continue
+		}
+		runs = append(runs, [2]int{i, i + 1})
+	}
+	cols := make([]arrow.Array, rec.NumCols())
+	defer func() {
+		for _, c := range cols {
+			if c != nil {
+				c.Release()
+			}
+		}
+	}()
+	parts := make([]arrow.Array, len(runs))
+	for c := range cols {
+		for k, r := range runs {
+			parts[k] = array.NewSlice(rec.Column(c), int64(r[0]), int64(r[1]))
+		}
+		var err error
+		cols[c], err = array.Concatenate(parts, memory.DefaultAllocator)
+		for _, p := range parts {
+			p.Release()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("mirror: select changed rows: %w", err)
+		}
+	}
+	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx))), nil
+}

@@ -1,0 +1,221 @@
+package run
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/apache/arrow-go/v18/arrow"
+	"github.com/apache/arrow-go/v18/arrow/array"
+
+	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/store"
+)
+
+// A source that implements connectors.ChangeFeed (Postgres logical
+// replication) spares a Mirror run the full read: the first run starts
+// the feed, then diffs the whole table; later runs apply only the
+// changes the feed reports since the position the previous run
+// committed. The position is the import's checkpoint, committed after
+// the run settled its changes, and the warehouse is told (ConfirmFeed)
+// only after that: a crash before replays from the committed position,
+// and replaying is idempotent (changes are compared by row hash). When
+// the feed is lost (slot dropped, table recreated, feed stale) the run
+// logs why, re-diffs the whole table and starts the feed again. Lookup
+// tables and queries are always diffed whole.
+
+// feedMark is a Mirror import's checkpoint: its change feed's position.
+type feedMark struct {
+	Feed string `json:"mirror_feed"`
+	Pos  string `json:"pos"`
+}
+
+var feedUnsafe = regexp.MustCompile(`[^a-z0-9_]+`)
+
+// FeedName is the change feed of im: unique per project and import, a
+// safe warehouse identifier.
+func FeedName(im *importspec.Import) string {
+	name := fmt.Sprintf("tributary_p%d_%s", im.ProjectID, feedUnsafe.ReplaceAllString(strings.ToLower(im.ID), "_"))
+	if len(name) > 63 { // Postgres identifiers
+		name = name[:63]
+	}
+	return name
+}
+
+func (mr *mirrorRun) viaFeed(ctx context.Context, src connectors.Source, cf connectors.ChangeFeed, key []string) error {
+	im := mr.im
+	f := connectors.Feed{Name: FeedName(im), Table: im.TableParams, Key: key}
+	ck, err := mr.r.Store.Checkpoint(ctx, im.ProjectID, im.ID)
+	if err != nil {
+		return connectors.Permanent(fmt.Errorf("read checkpoint: %w", err))
+	}
+	var mark feedMark
+	if len(ck) > 0 && json.Unmarshal(ck, &mark) == nil && mark.Feed == f.Name && mark.Pos != "" {
+		next, err := cf.Changes(ctx, f, mark.Pos, func(rec arrow.RecordBatch) error { return mr.change(ctx, rec) })
+		if err == nil || errors.Is(err, connectors.ErrFeedLost) {
+			// What was read is applied either way (a re-diff finds it done).
+			if ferr := mr.flush(ctx); ferr != nil {
+				return ferr
+			}
+		}
+		switch {
+		case err == nil:
+			if err := mr.settle(ctx); err != nil {
+				return err
+			}
+			return mr.commitFeed(ctx, cf, f, next)
+		case errors.Is(err, connectors.ErrFeedLost):
+			mr.r.log().Warn("sync: change feed lost, re-diffing the whole table", "import", im.ID, "run", mr.opt.RunID,
+				"feed", f.Name, "err", err)
+			mr.m = nil // the full read plans its own mapping
+		default:
+			return fmt.Errorf("change feed: %w", err)
+		}
+	}
+	// Started before the full read, so nothing committed during it is missed.
+	pos, err := cf.StartFeed(ctx, f)
+	if errors.Is(err, connectors.ErrFeedUnavailable) {
+		// Not an error of the sync: without the privilege, wal_level or
+		// change tracking the feed needs, every run diffs the whole table.
+		// The empty mark keeps later runs from asking for a lost feed.
+		mr.r.log().Info("sync: no change feed for this table, diffing the whole table", "import", im.ID,
+			"run", mr.opt.RunID, "why", err)
+		if err := mr.fullDiff(ctx, src); err != nil {
+			return err
+		}
+		if mark.Feed == "" {
+			return nil
+		}
+		return mr.commitMark(ctx, feedMark{})
+	}
+	if err != nil {
+		return fmt.Errorf("start change feed: %w", err)
+	}
+	if err := mr.fullDiff(ctx, src); err != nil {
+		return err
+	}
+	return mr.commitFeed(ctx, cf, f, pos)
+}
+
+// commitFeed commits the feed's position as the import's checkpoint,
+// then lets the warehouse discard what came before it.
+func (mr *mirrorRun) commitFeed(ctx context.Context, cf connectors.ChangeFeed, f connectors.Feed, pos string) error {
+	if err := mr.commitMark(ctx, feedMark{Feed: f.Name, Pos: pos}); err != nil {
+		return err
+	}
+	if err := cf.ConfirmFeed(ctx, f, pos); err != nil {
+		// Harmless: the warehouse keeps more than it needs until the next run.
+		mr.r.log().Warn("sync: confirming the change feed's position", "import", mr.im.ID, "feed", f.Name, "err", err)
+	}
+	return nil
+}
+
+// commitMark commits mark as the import's checkpoint.
+func (mr *mirrorRun) commitMark(ctx context.Context, mark feedMark) error {
+	val, err := json.Marshal(mark)
+	if err != nil {
+		return connectors.Permanent(err)
+	}
+	b := store.Batch{Project: mr.im.ProjectID, RunID: mr.opt.RunID, Checkpoint: &store.Checkpoint{Import: mr.im.ID, Value: val}}
+	if _, err := mr.r.Store.Write(context.WithoutCancel(ctx), []store.Batch{b}); err != nil {
+		return connectors.Permanent(fmt.Errorf("commit change feed position: %w", err))
+	}
+	return nil
+}
+
+// change applies one batch of the feed: runs of inserts and updates go
+// through the diff as rows read do, deletes remove their keys, in the
+// batch's (commit) order.
+func (mr *mirrorRun) change(ctx context.Context, rec arrow.RecordBatch) error {
+	if rec.NumCols() < 2 || rec.Schema().Field(0).Name != connectors.ChangeOpColumn {
+		return connectors.Permanent(fmt.Errorf("change feed batch does not start with column %s", connectors.ChangeOpColumn))
+	}
+	ops, ok := rec.Column(0).(*array.String)
+	if !ok {
+		return connectors.Permanent(fmt.Errorf("change feed column %s is %s, not utf8", connectors.ChangeOpColumn, rec.Column(0).DataType()))
+	}
+	fields := rec.Schema().Fields()[1:]
+	body := array.NewRecordBatch(arrow.NewSchema(fields, nil), rec.Columns()[1:], rec.NumRows())
+	defer body.Release()
+	if err := mr.prepare(body.Schema()); err != nil {
+		return err
+	}
+	n := int(rec.NumRows())
+	for start := 0; start < n; {
+		del := ops.Value(start) == connectors.ChangeDelete
+		end := start + 1
+		for end < n && (ops.Value(end) == connectors.ChangeDelete) == del {
+			end++
+		}
+		idx := make([]int, 0, end-start)
+		for i := start; i < end; i++ {
+			idx = append(idx, i)
+		}
+		sub, err := takeRows(body, idx)
+		if err != nil {
+			return connectors.Permanent(err)
+		}
+		if del {
+			// Changes staged before are applied first, in commit order.
+			if err = mr.flush(ctx); err == nil {
+				err = mr.feedDeletes(ctx, sub)
+			}
+		} else {
+			err = mr.read(ctx, sub)
+		}
+		sub.Release()
+		if err != nil {
+			return err
+		}
+		start = end
+	}
+	return nil
+}
+
+// feedDeletes removes the keys of rec's rows that the state holds.
+func (mr *mirrorRun) feedDeletes(ctx context.Context, rec arrow.RecordBatch) error {
+	im := mr.im
+	keys := make([][]byte, rec.NumRows())
+	for i := range keys {
+		keys[i] = mr.hasher.keyOf(nil, rec, i)
+	}
+	rm := mr.newRemover()
+	// A tombstone (a crash cut off its removal) is removed again.
+	err := mr.ms.MirrorLookup(ctx, im.ProjectID, im.ID, mr.gen, keys, func(row store.MirrorRow) error { return rm.add(ctx, row) })
+	if err == nil {
+		err = rm.flush(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("mirror deletes: %w", err)
+	}
+	return nil
+}
+
+// ForgetMirror drops what a Mirror import keeps (its state in the store
+// and its change feed in the warehouse) once the import is deleted; it
+// is safe to repeat.
+func ForgetMirror(ctx context.Context, reg *connectors.Registry, st store.Store, im *importspec.Import) error {
+	if ms, ok := st.(store.Mirrors); ok {
+		if err := ms.MirrorDrop(ctx, im.ProjectID, im.ID); err != nil {
+			return err
+		}
+	}
+	if reg == nil || im.TableParams.Name == "" {
+		return nil
+	}
+	src, err := reg.Open(ctx, im.SourceConfig())
+	if err != nil {
+		return fmt.Errorf("drop change feed: connect: %w", err)
+	}
+	defer src.Close()
+	if cf, ok := src.(connectors.ChangeFeed); ok {
+		if err := cf.DropFeed(ctx, connectors.Feed{Name: FeedName(im), Table: im.TableParams}); err != nil {
+			return fmt.Errorf("drop change feed: %w", err)
+		}
+	}
+	return nil
+}
