@@ -188,7 +188,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if got["paused"] != false || got["schedule"] != "@daily" {
 		t.Errorf("after the browser: paused=%v schedule=%v, want false and @daily", got["paused"], got["schedule"])
 	}
-	for _, name := range []string{"signin", "imports", "import", "run", "run-failures", "overview", "migrations", "import-analyst"} {
+	for _, name := range []string{"signin", "imports", "import", "run", "run-failures", "run-retries", "overview", "migrations", "import-analyst"} {
 		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
 			t.Errorf("screenshot %s.png: %v", name, err)
 		}
