@@ -122,8 +122,10 @@ func TestConsoleBrowser(t *testing.T) {
 		t.Fatalf("demo-warehouse: %v\n%s", err, out)
 	}
 	consoleImports(t, imports, warehouse)
+	retryFile := consoleRetryImport(t, imports, root)
 	cfg := defaultConfig()
 	cfg.ImportsDir = imports
+	cfg.Extra = map[string]any{"allowed_paths": []string{filepath.Dir(retryFile)}}
 	s := startServer(t, cfg)
 	short := defaultConfig()
 	short.Extra = map[string]any{"console_session_ttl": "2s"}
@@ -134,6 +136,8 @@ func TestConsoleBrowser(t *testing.T) {
 	if r := waitRun(t, s, "console-broken", badRun); r.Failed == 0 {
 		t.Fatalf("the broken import's run has no failed rows: %+v", r)
 	}
+	retryRun := retriedRun(t, s, retryFile) // a run that retried a source error once
+	sendAPIEvents(t, s)
 
 	shots := os.Getenv("CONSOLE_SCREENSHOTS") // set to keep them (docs/console/)
 	if shots == "" {
@@ -145,7 +149,7 @@ func TestConsoleBrowser(t *testing.T) {
 	cmd.Dir = consoleDir
 	cmd.Env = append(os.Environ(), "CHROMIUM="+chromiumPath, "CONSOLE_URL="+s.URL, "SHORT_TTL_URL="+ss.URL,
 		"OWNER_USER="+ownerSA, "OWNER_SECRET="+ownerSecret, "ANALYST_USER="+analystSA, "ANALYST_SECRET="+analystSec,
-		"GOOD_IMPORT=console-events", "BAD_IMPORT=console-broken", "BIG_IMPORT=console-big", "DELETE_IMPORT=console-users", "BAD_RUN="+badRun, fmt.Sprint("PROJECT_ID=", mainID),
+		"GOOD_IMPORT=console-events", "BAD_IMPORT=console-broken", "BIG_IMPORT=console-big", "DELETE_IMPORT=console-users", "BAD_RUN="+badRun, "RETRY_IMPORT="+retryImport, "RETRY_RUN="+retryRun, fmt.Sprint("PROJECT_ID=", mainID),
 		"SHOTS="+shots)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -157,7 +161,7 @@ func TestConsoleBrowser(t *testing.T) {
 	}
 	res := callResults(t, stdout.Bytes())
 	checks := []string{"wrong-secret", "signin-labels", "sign-in", "imports-list", "imports-labels", "keyboard-sync", "sync-finishes",
-		"run-detail", "live-progress", "failures", "preview", "import-labels", "pause-resume", "schedule", "delete-import", "sync-limit-429", "overview", "migrations",
+		"run-detail", "live-progress", "failures", "retries", "preview", "import-labels", "pause-resume", "schedule", "delete-import", "sync-limit-429", "overview", "migrations",
 		"sign-out", "no-page-errors", "analyst-read-only", "analyst-forged-writes", "owner-csrf", "session-expires"}
 	for _, c := range checks {
 		t.Run(c, func(t *testing.T) { wantCallsOK(t, res, c) })
@@ -184,7 +188,7 @@ func TestConsoleBrowser(t *testing.T) {
 	if got["paused"] != false || got["schedule"] != "@daily" {
 		t.Errorf("after the browser: paused=%v schedule=%v, want false and @daily", got["paused"], got["schedule"])
 	}
-	for _, name := range []string{"signin", "imports", "import", "run", "run-failures", "overview", "migrations", "import-analyst"} {
+	for _, name := range []string{"signin", "imports", "import", "run", "run-failures", "run-retries", "overview", "migrations", "import-analyst"} {
 		if st, err := os.Stat(filepath.Join(shots, name+".png")); err != nil || st.Size() == 0 {
 			t.Errorf("screenshot %s.png: %v", name, err)
 		}

@@ -126,6 +126,7 @@ func TestUsageBySource(t *testing.T) {
 		}
 	}
 	check("usage", getUsage(t, s, asOwner, nil))
+	checkDailyUsage(t, s, want) // the same counts per day (usage/daily)
 	check("usage of this month", getUsage(t, s, basicAuth(analystSA, analystSec), url.Values{"month": {month}}))
 	if b := getUsage(t, s, asOwner, url.Values{"month": {"2001-02"}}); len(b.Results.Months) != 1 || b.Results.Months[0].Total != 0 ||
 		b.Results.Months[0].Sources["import"] != 0 {

@@ -311,7 +311,11 @@ func newRunID(now time.Time) string {
 func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool, progress func(run.Stats)) store.Run {
 	defer a.cancel()
 	lastSave := s.opt.Now()
-	opt := run.Options{RunID: a.run.ID, Full: full, Count: progress != nil, Progress: func(st run.Stats) {
+	// Count: a run asks a source that can count (connectors.Counter) for
+	// its total once, so the console and the CLI's bar show an ETA; a
+	// quiet CLI run (no progress func) has nothing to show it in.
+	count := progress != nil || a.run.Trigger != TriggerCLI
+	opt := run.Options{RunID: a.run.ID, Full: full, Count: count, Progress: func(st run.Stats) {
 		if progress != nil {
 			progress(st)
 		}
@@ -377,6 +381,7 @@ func fill(r store.Run, st run.Stats) store.Run {
 		fs[i] = failure{Row: f.Row, Key: f.Key, Column: f.Column, Field: f.Field, Message: f.Message}
 	}
 	r.Failures, _ = json.Marshal(fs) // plain structs: cannot fail
+	r.Failures = withRetries(r.Failures, st.RetryLog)
 	return r
 }
 

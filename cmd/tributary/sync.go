@@ -137,8 +137,12 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dur := time.Duration(r.EndedMs-r.StartedMs) * time.Millisecond
 	fmt.Fprintf(stdout, "run %s %s: %d rows read, %d imported, %d duplicates, %d failed, %s in %s (%.0f rows/s)\n",
 		r.ID, r.Status, r.RowsRead, r.Imported, r.Duplicate, r.Failed, bytesText(r.Bytes), dur.Round(time.Millisecond), rate(r.RowsRead, dur))
+	failures, retries := scheduler.SplitFailures(r.Failures)
+	for _, rt := range retries {
+		fmt.Fprintf(stdout, "retried at %s: %s\n", time.Unix(rt.At, 0).UTC().Format(time.RFC3339), rt.Error)
+	}
 	if r.Failed > 0 {
-		fmt.Fprintf(stdout, "first failures: %s\n", r.Failures)
+		fmt.Fprintf(stdout, "first failures: %s\n", failures)
 	}
 	if r.Status != store.RunSucceeded {
 		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)

@@ -8,11 +8,12 @@ const colours = ['#2563eb', '#16a34a', '#d97706', '#9333ea', '#dc2626', '#0891b2
 // stackedBars draws series [{name, values[]}] over labels[]; title names
 // the chart for screen readers, which also get the numbers as a table.
 export function stackedBars(title, labels, series) {
-  const W = 760, H = 240, left = 56, bottom = 36, top = 12, right = 8;
   const totals = labels.map((_, i) => series.reduce((t, se) => t + (se.values[i] || 0), 0));
   const max = Math.max(1, ...totals);
   const step = niceStep(max / 4);
   const top4 = Math.ceil(max / step) * step;
+  // The left margin fits the widest tick label (about 7 px a character).
+  const W = 760, H = 240, left = Math.max(56, 14 + 7 * num(top4).length), bottom = 36, top = 12, right = 8;
   const plotW = W - left - right, plotH = H - top - bottom;
   const bw = plotW / Math.max(1, labels.length);
   const y = (v) => top + plotH - (v / top4) * plotH;

@@ -1,6 +1,6 @@
-// A project's overview: events per day for 30 days by source (the
-// segmentation query API, segmented on $source), monthly usage by source, event
-// names, and a quick event × day segmentation.
+// A project's overview: events stored per day for 30 days by source (the
+// daily usage counters), monthly usage by source, event names, and a quick
+// event × day segmentation (the query API).
 import { h, n, num, table } from './dom.js';
 import { api, app } from './api.js';
 import { stackedBars } from './chart.js';
@@ -13,34 +13,23 @@ function lastDays(n) {
   return { from: day(from), to: day(to) };
 }
 
-async function segmentation(project, event, days, on) {
+async function segmentation(project, event, days) {
   const { from, to } = lastDays(days);
   const q = new URLSearchParams({ project_id: project, event, from_date: from, to_date: to, unit: 'day', type: 'general' });
-  if (on) q.set('on', on);
   return (await api(`/api/query/segmentation?${q}`)).data;
 }
 
-// Events carry their source in $source: warehouse imports write
-// "warehouse-import", Amplitude migrations "amplitude"; /track and
-// /import events have none unless the client sent one.
-const sourceName = (v) => (v === 'undefined' ? 'track / import (API)' : v);
-const maxNames = 12;
-
-async function perDay(project, names) {
-  const top = names.slice(0, maxNames);
-  const parts = await Promise.all(top.map((n) => segmentation(project, n, 30, 'properties["$source"]')));
-  const labels = parts[0]?.series || [];
-  const bySource = new Map();
-  for (const d of parts) {
-    for (const [src, days] of Object.entries(d.values)) {
-      const name = sourceName(src);
-      const vals = bySource.get(name) || labels.map(() => 0);
-      labels.forEach((l, i) => { vals[i] += days[l] || 0; });
-      bySource.set(name, vals);
-    }
-  }
-  const title = `Events per day, last 30 days, by source${names.length > maxNames ? ` (the ${maxNames} most frequent event names)` : ''}`;
-  return stackedBars(title, labels, [...bySource].map(([name, values]) => ({ name, values })));
+// Events per day by source come from the daily usage counters
+// (…/usage/daily): the store counts each stored event under the path it
+// came by (import, track, warehouse-import, amplitude) on the UTC day it
+// was stored, so /track and /import are told apart without a query.
+async function perDay(project) {
+  const days = (await api(`${app(project)}/usage/daily?days=30`)).results.days;
+  const sources = [...new Set(days.flatMap((d) => Object.keys(d.sources)))];
+  const order = ['import', 'track', 'warehouse-import', 'amplitude'];
+  sources.sort((a, b) => (order.indexOf(a) + 1 || 99) - (order.indexOf(b) + 1 || 99) || a.localeCompare(b));
+  return stackedBars('Events stored per day, last 30 days (UTC), by source', days.map((d) => d.day),
+    sources.map((name) => ({ name, values: days.map((d) => d.sources[name] || 0) })));
 }
 
 function usage(months) {
@@ -81,7 +70,7 @@ export async function overviewPage(ctx) {
   ]);
   let chart;
   try {
-    chart = names.length ? await perDay(p, names) : h('p', {}, 'No events in the last 30 days.');
+    chart = await perDay(p);
   } catch (e) {
     chart = h('p', { role: 'alert', class: 'error' }, e.message);
   }

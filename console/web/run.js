@@ -1,5 +1,5 @@
-// A run's page: its figures, live progress while it runs (polled), and
-// the first 100 failures.
+// A run's page: its figures, live progress while it runs (polled), the
+// source errors it retried and the first 100 failures.
 import { h, n, num, bytes, time, duration, badge, table } from './dom.js';
 import { api, importPath } from './api.js';
 
@@ -33,8 +33,18 @@ function progress(r) {
     h('h2', { id: 'progress-h' }, 'Progress'),
     p.percent !== undefined ? h('progress', { max: 100, value: p.percent.toFixed(1), 'aria-label': 'Rows read of the source total' }) : null,
     h('p', {}, `${num(r.num_rows_read)} rows read`, p.rows_total ? ` of ${num(p.rows_total)}` : '',
-      ` · ${num(r.rows_per_second)} rows/s`, p.eta_seconds !== undefined ? ` · about ${duration(p.eta_seconds)} left` : ' · ETA unknown (the source did not report a total)',
+      ` · ${num(r.rows_per_second)} rows/s`, p.eta_seconds !== undefined ? ` · about ${duration(p.eta_seconds)} left`
+        : r.num_rows_read ? ' · ETA unknown (the source did not report a total)' : ' · ETA once the first rows are read',
       ` · ${p.retries || 0} retries`));
+}
+
+// Transient source errors the run retried (each retry resumed from the
+// last committed batch), with when and why.
+function retries(r) {
+  const rs = r.retries || [];
+  return table(`Retries (${rs.length || 'none'})`, ['Time', 'Error'],
+    rs.map((x) => h('tr', {}, h('td', {}, time(x.at)), h('td', { class: 'mono' }, x.error))),
+    { class: 'retries' });
 }
 
 function failures(r) {
@@ -49,7 +59,9 @@ export async function runPage(ctx, id, runID) {
   let r = await findRun(path, runID, 1000);
   if (!r) return h('div', {}, h('h1', {}, 'Run not found'), h('p', {}, `No run ${runID} in the history of import ${id}.`));
   const box = h('div');
-  const draw = () => box.replaceChildren(facts(r), progress(r) || '', h('section', { 'aria-labelledby': 'failures-h' }, h('h2', { id: 'failures-h' }, 'Failures'), failures(r)));
+  const draw = () => box.replaceChildren(facts(r), progress(r) || '',
+    h('section', { 'aria-labelledby': 'retries-h' }, h('h2', { id: 'retries-h' }, 'Retries'), retries(r)),
+    h('section', { 'aria-labelledby': 'failures-h' }, h('h2', { id: 'failures-h' }, 'Failures'), failures(r)));
   draw();
   if (r.status === 'RUNNING') {
     ctx.poll(async () => {

@@ -143,7 +143,7 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 		wait := bo.delay(attempt)
 		r.log().Warn("sync: transient source error, retrying", "import", im.ID, "run", opt.RunID,
 			"attempt", attempt+1, "wait", wait.Round(time.Millisecond), "err", err)
-		st.Retries++
+		st.retried(r.now(), err)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():

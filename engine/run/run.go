@@ -42,6 +42,7 @@ type Stats struct {
 	Failures   []mapping.RowError // the first 100
 	Bytes      int64              // mapped record bytes
 	Retries    int                // transient source errors recovered from
+	RetryLog   []Retry            // their causes, in order (retry.go)
 	Started    time.Time
 	Duration   time.Duration
 	// Total is the row count the source reported before reading (0 when
@@ -134,7 +135,7 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 		wait := bo.delay(attempt)
 		r.log().Warn("sync: transient source error, retrying", "import", im.ID, "run", opt.RunID,
 			"attempt", attempt+1, "wait", wait.Round(time.Millisecond), "err", err)
-		st.Retries++
+		st.retried(r.now(), err)
 		select {
 		case <-time.After(wait):
 		case <-ctx.Done():

@@ -144,6 +144,7 @@ func (s *Server) Handler(mounts ...func(RouteFunc)) http.Handler {
 		mount(route)
 	}
 	route("GET "+usagePath, "app_usage", s.handleUsage)
+	route("GET "+dailyUsagePath, "app_usage_daily", s.handleDailyUsage)
 	route("/lookup-tables", "lookup_tables", s.handleLookupList)
 	route("/lookup-tables/{id}", "lookup_table", s.handleLookupPut)
 	route("/oauth/token", "oauth_token", s.auth.ServeToken)

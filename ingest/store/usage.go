@@ -16,6 +16,10 @@ type Usage interface {
 	// Usage returns a project's counters, newest month first, then by
 	// source; a project that stored nothing has none.
 	Usage(ctx context.Context, project int64) ([]UsageRow, error)
+	// DailyUsage returns a project's counters per UTC day of ingestion
+	// from fromDay (YYYY-MM-DD) on, oldest day first, then by source
+	// (usage_daily.go).
+	DailyUsage(ctx context.Context, project int64, fromDay string) ([]DailyUsageRow, error)
 }
 
 // UsageRow is one counter.
@@ -53,16 +57,17 @@ type UsageKey struct {
 }
 
 // UsageTally adds up stored events by counter for one write. An event
-// counts in the month of its IngestMs (when the server accepted it); an
-// event without one, in the month of the write (NowMs). Consecutive events
-// of one counter, the usual case, cost two comparisons each.
+// counts in the day (and so the month) of its IngestMs (when the server
+// accepted it); an event without one, in the day of the write (NowMs).
+// Consecutive events of one counter, the usual case, cost two comparisons
+// each.
 type UsageTally struct {
 	NowMs  int64
-	counts map[UsageKey]int64
+	counts map[DayKey]int64
 
-	last    UsageKey
+	last    DayKey
 	pending int64
-	lo, hi  int64 // [lo, hi) ms of last.Month
+	lo, hi  int64 // [lo, hi) ms of last.Day
 }
 
 // Add counts n events of project and source ingested at ingestMs.
@@ -75,10 +80,10 @@ func (t *UsageTally) Add(project int64, source string, ingestMs, n int64) {
 		return
 	}
 	t.flush()
-	m := time.UnixMilli(ingestMs).UTC()
-	start := time.Date(m.Year(), m.Month(), 1, 0, 0, 0, 0, time.UTC)
-	t.lo, t.hi = start.UnixMilli(), start.AddDate(0, 1, 0).UnixMilli()
-	t.last = UsageKey{Project: project, Month: start.Format("2006-01"), Source: source}
+	d := time.UnixMilli(ingestMs).UTC()
+	start := time.Date(d.Year(), d.Month(), d.Day(), 0, 0, 0, 0, time.UTC)
+	t.lo, t.hi = start.UnixMilli(), start.AddDate(0, 0, 1).UnixMilli()
+	t.last = DayKey{Project: project, Day: start.Format(time.DateOnly), Source: source}
 	t.pending = n
 }
 
@@ -87,7 +92,7 @@ func (t *UsageTally) flush() {
 		return
 	}
 	if t.counts == nil {
-		t.counts = map[UsageKey]int64{}
+		t.counts = map[DayKey]int64{}
 	}
 	t.counts[t.last] += t.pending
 	t.pending = 0
@@ -100,7 +105,13 @@ func (t *UsageTally) Counts() []UsageCount {
 	t.flush()
 	out := make([]UsageCount, 0, len(t.counts))
 	for k, n := range t.counts {
-		out = append(out, UsageCount{k, n})
+		// A write spans a day or two: a scan beats a map here.
+		mk := UsageKey{Project: k.Project, Month: k.Day[:7], Source: k.Source}
+		if i := slices.IndexFunc(out, func(c UsageCount) bool { return c.UsageKey == mk }); i >= 0 {
+			out[i].Events += n
+		} else {
+			out = append(out, UsageCount{mk, n})
+		}
 	}
 	slices.SortFunc(out, func(a, b UsageCount) int {
 		return cmp.Or(cmp.Compare(a.Project, b.Project), cmp.Compare(a.Month, b.Month), cmp.Compare(a.Source, b.Source))

@@ -20,6 +20,8 @@ const ANALYST = [env("ANALYST_USER"), env("ANALYST_SECRET")];
 const GOOD = env("GOOD_IMPORT");
 const BAD = env("BAD_IMPORT");
 const BAD_RUN = env("BAD_RUN");
+const RETRY = env("RETRY_IMPORT"); // its run RETRY_RUN retried a source error once
+const RETRY_RUN = env("RETRY_RUN");
 const BIG = env("BIG_IMPORT"); // slow enough to watch a run live
 const DELETE = env("DELETE_IMPORT"); // deleted through the console
 const PROJECT = env("PROJECT_ID");
@@ -193,6 +195,10 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     const during = await seen.jsonValue();
     assert(during !== "gone", "the run ended before the page showed any rows read while it ran");
     assert(/[1-9][\d,.]* rows\/s/.test(during), `no rate while running: ${during}`);
+    // Server runs count the source first (connectors.Counter), so the view
+    // has a total and an ETA.
+    assert(/ of 1,500,000/.test(during) && /about .+ left/.test(during), `no total or ETA while running: ${during}`);
+    assert((await page.locator("#live progress").count()) === 1, "no progress bar while running");
     await page.locator("#run-facts .badge:not(.b-running)").waitFor({ timeout: 180000 });
     assert((await page.locator("#run-facts .b-succeeded").count()) === 1, `the run ended ${await page.locator("#run-facts").innerText()}`);
     assert((await live.count()) === 0, "the progress view stayed after the run ended");
@@ -208,6 +214,16 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     assert(/event/i.test(first), `first failure does not name the event: ${first}`);
   });
   await shot(page, "run-failures");
+  await check("retries", async () => {
+    await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(RETRY)}/runs/${encodeURIComponent(RETRY_RUN)}`);
+    await page.locator("table.retries tbody tr td.mono").first().waitFor({ timeout: 10000 });
+    const caption = await page.locator("table.retries caption").innerText();
+    const first = await page.locator("table.retries tbody tr").first().innerText();
+    assert(/Retries \([1-9]/.test(caption), `retries caption: ${caption}`);
+    assert(/JSON/.test(first) && /\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC/.test(first), `first retry: ${first}`);
+    assert(/SUCCEEDED/.test(await page.locator("#run-facts").innerText()), "the retried run did not succeed");
+  });
+  await shot(page, "run-retries");
   await check("preview", async () => {
     await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(GOOD)}`);
     await page.getByRole("button", { name: "Preview" }).click();
@@ -275,6 +291,18 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
     await page.locator("svg.chart rect").first().waitFor({ timeout: 20000 });
     const legend = await page.locator(".legend").first().innerText();
     assert(/warehouse-import/.test(legend), `chart legend: ${legend}`);
+    // Every source is its own series (daily usage): the test stored 5
+    // events through /import and 3 through /track, and synced warehouses.
+    const sums = await page.locator("figure.chartbox").first().evaluate((fig) => {
+      const t = fig.querySelector("details table");
+      const heads = [...t.querySelectorAll("thead th")].map((th) => th.textContent.trim());
+      const out = {};
+      for (const tr of t.querySelectorAll("tbody tr")) {
+        [...tr.querySelectorAll("td")].forEach((td, i) => { out[heads[i + 1]] = (out[heads[i + 1]] || 0) + Number(td.textContent.replace(/,/g, "")); });
+      }
+      return out;
+    });
+    assert(sums.import === 5 && sums.track === 3 && sums["warehouse-import"] > 0 && sums.amplitude === 0, `events per day by source: ${JSON.stringify(sums)}`);
     const usage = await page.locator("table.usage").innerText();
     assert(/warehouse-import/.test(usage) && /\d{4}-\d{2}/.test(usage), `usage: ${usage}`);
     assert((await page.locator("ul.names li").count()) > 0, "no event names");

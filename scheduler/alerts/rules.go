@@ -413,7 +413,8 @@ func (w *watch) checkRefused(r store.Run, counts *Counts) {
 	case over && prev != stateOver:
 		w.set(ruleRefused, stateOver, nil)
 		var sample []json.RawMessage
-		_ = json.Unmarshal(r.Failures, &sample)
+		failures, _ := scheduler.SplitFailures(r.Failures) // the column may hold retries too
+		_ = json.Unmarshal(failures, &sample)
 		if len(sample) > 5 {
 			sample = sample[:5]
 		}

@@ -106,35 +106,38 @@ func (s *Server) view(a *appRequest, e scheduler.Entry, detail bool) importView 
 // runView is one run of the history (decisions.md): the public fields
 // first, then the rest of what a run records.
 type runView struct {
-	RunID             string          `json:"run_id"`
-	Status            string          `json:"status"`
-	StartTime         int64           `json:"start_time"`
-	EndTime           *int64          `json:"end_time"`
-	NumEventsImported int64           `json:"num_events_imported"`
-	Trigger           string          `json:"trigger"`
-	Reason            string          `json:"reason,omitempty"`
-	RowsRead          int64           `json:"num_rows_read"`
-	Duplicates        int64           `json:"num_duplicates"`
-	RowsFailed        int64           `json:"num_rows_failed"`
-	Bytes             int64           `json:"bytes"`
-	RowsPerSecond     float64         `json:"rows_per_second"`
-	Failures          json.RawMessage `json:"failures"`
-	Progress          *runProgress    `json:"progress,omitempty"` // while running (status.go)
-	Mirror            *mirrorView     `json:"mirror,omitempty"`   // sync_mode mirror runs
+	RunID             string                `json:"run_id"`
+	Status            string                `json:"status"`
+	StartTime         int64                 `json:"start_time"`
+	EndTime           *int64                `json:"end_time"`
+	NumEventsImported int64                 `json:"num_events_imported"`
+	Trigger           string                `json:"trigger"`
+	Reason            string                `json:"reason,omitempty"`
+	RowsRead          int64                 `json:"num_rows_read"`
+	Duplicates        int64                 `json:"num_duplicates"`
+	RowsFailed        int64                 `json:"num_rows_failed"`
+	Bytes             int64                 `json:"bytes"`
+	RowsPerSecond     float64               `json:"rows_per_second"`
+	Failures          json.RawMessage       `json:"failures"`
+	Retries           []scheduler.RetryView `json:"retries"`            // transient source errors retried (scheduler/retries.go)
+	Progress          *runProgress          `json:"progress,omitempty"` // while running (status.go)
+	Mirror            *mirrorView           `json:"mirror,omitempty"`   // sync_mode mirror runs
 }
 
 func (s *Server) runView(r store.Run) runView {
 	var progress *runProgress
+	failures, retries := scheduler.SplitFailures(r.Failures)
 	if r.Status == store.RunRunning && s.sched != nil {
 		if st, ok := s.sched.Progress(r.ID); ok { // live figures, not the last save
 			r.RowsRead, r.Imported, r.Duplicate, r.Failed, r.Bytes = st.RowsRead, st.Imported, st.Duplicates, st.Failed, st.Bytes
 			progress = newRunProgress(st)
+			retries = scheduler.RetryViews(st.RetryLog)
 		}
 	}
 	v := runView{
 		RunID: r.ID, Status: r.Status, StartTime: millisToSeconds(r.StartedMs), NumEventsImported: r.Imported,
 		Trigger: r.Trigger, Reason: r.Reason, RowsRead: r.RowsRead, Duplicates: r.Duplicate, RowsFailed: r.Failed,
-		Bytes: r.Bytes, Failures: r.Failures, Progress: progress,
+		Bytes: r.Bytes, Failures: failures, Retries: retries, Progress: progress,
 	}
 	end := r.EndedMs
 	if end > 0 {

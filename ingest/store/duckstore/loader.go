@@ -303,6 +303,7 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 	profs := map[profileKey]profileState{}
 	cks := map[checkpointKey][]byte{}
 	use := map[store.UsageKey]int64{}
+	days := map[store.DayKey]int64{}
 	err = s.wal.Replay(from, func(lsn uint64, payload []byte) error {
 		if rows >= s.txnRows {
 			return errTxnFull
@@ -367,6 +368,10 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 				use[store.UsageKey{Project: u.project, Month: string(u.month), Source: string(u.source)}] += u.events
 				return nil
 			},
+			day: func(u *logUsage) error {
+				days[store.DayKey{Project: u.project, Day: string(u.month), Source: string(u.source)}] += u.events
+				return nil
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("log entry %d: %w", lsn, err)
@@ -410,6 +415,9 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		return 0, 0, 0, err
 	}
 	if err := writeUsage(ctx, c, use); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := writeDailyUsage(ctx, c, days); err != nil {
 		return 0, 0, 0, err
 	}
 	if last == 0 {

@@ -20,7 +20,9 @@ import (
 // props, updated_ms. Entries with sync checkpoints go on (older ones end
 // here): nCheckpoints, then per checkpoint: project, import id, value.
 // Entries with usage counts go on (older ones end here): nUsage, then per
-// counter: project, month, source, events.
+// counter: project, month, source, events. Entries since daily usage go
+// on (older ones end here; older builds ignore it): nDays, then per
+// counter: project, day, source, events.
 //
 // An entry whose events carry common properties (store.Batch.Common)
 // starts with commonMarker, nCommon and each common object; the layout
@@ -72,6 +74,7 @@ type entryVisitor struct {
 	profile    func(*logProfile) error
 	checkpoint func(*logCheckpoint) error
 	usage      func(*logUsage) error
+	day        func(*logUsage) error // month holds the day (YYYY-MM-DD)
 }
 
 type logMerge struct {
@@ -244,6 +247,14 @@ func (s *Store) encodeEntry(dst []byte, seq int64) []byte {
 		dst = appendStr(dst, u.Source)
 		dst = binary.AppendVarint(dst, u.Events)
 	}
+	days := s.usage.loggedDays
+	dst = binary.AppendUvarint(dst, uint64(len(days)))
+	for _, d := range days {
+		dst = binary.AppendVarint(dst, d.Project)
+		dst = appendStr(dst, d.Day)
+		dst = appendStr(dst, d.Source)
+		dst = binary.AppendVarint(dst, d.Events)
+	}
 	return dst
 }
 
@@ -381,6 +392,23 @@ func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 		}
 		if v.usage != nil {
 			if err := v.usage(&u); err != nil {
+				return rows, err
+			}
+		}
+	}
+	if r.err != nil || len(r.b) == 0 {
+		return rows, r.err
+	}
+	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
+		u.project = r.varint()
+		u.month = r.bytes()
+		u.source = r.bytes()
+		u.events = r.varint()
+		if r.err != nil {
+			break
+		}
+		if v.day != nil {
+			if err := v.day(&u); err != nil {
 				return rows, err
 			}
 		}

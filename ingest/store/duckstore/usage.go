@@ -21,22 +21,26 @@ import (
 
 type usageState struct {
 	// tally and logged belong to the write in progress (writer lock).
-	tally  store.UsageTally
-	logged []store.UsageCount // tally's counts, as encoded in the entry
+	tally      store.UsageTally
+	logged     []store.UsageCount // tally's counts, as encoded in the entry
+	loggedDays []store.DayCount   // and per day (usage_daily.go)
 
 	mu     sync.Mutex
 	totals map[store.UsageKey]int64 // everything durable
+	days   map[store.DayKey]int64
 }
 
 // reset starts a write's tally (plan).
 func (u *usageState) reset(nowMs int64) {
 	u.tally.Reset(nowMs)
 	u.logged = u.logged[:0]
+	u.loggedDays = u.loggedDays[:0]
 }
 
 // planned seals the write's tally for its log entry.
 func (u *usageState) planned() []store.UsageCount {
 	u.logged = u.tally.Counts()
+	u.loggedDays = u.tally.DayCounts()
 	return u.logged
 }
 
@@ -50,7 +54,11 @@ func (s *Store) noteUsage() {
 	for _, c := range s.usage.logged {
 		s.usage.totals[c.UsageKey] += c.Events
 	}
+	for _, c := range s.usage.loggedDays {
+		s.usage.days[c.DayKey] += c.Events
+	}
 	s.usage.logged = s.usage.logged[:0]
+	s.usage.loggedDays = s.usage.loggedDays[:0]
 }
 
 // loadUsage reads the counters; Open calls it after the log replay, so the
@@ -73,7 +81,7 @@ func (s *Store) loadUsage(ctx context.Context) error {
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("load usage: %w", err)
 	}
-	return nil
+	return s.loadDailyUsage(ctx)
 }
 
 // writeUsage adds a loader transaction's counts to the table. The loader

@@ -228,6 +228,9 @@ var migrations = []string{
 		detail text NOT NULL,
 		updated_ms bigint NOT NULL,
 		PRIMARY KEY (project, import, rule));`,
+
+	// 10: daily usage, beside the monthly (usage_daily.go).
+	dailyUsageMigration,
 }
 
 // createStage makes the per-connection staging table of Write's slow path

@@ -42,13 +42,21 @@ func (w *writeTx) writeUsage(ctx context.Context, batches []store.Batch) error {
 	for i, c := range counts {
 		projects[i], months[i], sources[i], events[i] = c.Project, c.Month, c.Source, c.Events
 	}
+	dp, dd, ds, dn := dailyArrays(tally.DayCounts())
 	// Counts are in key order and ORDER BY keeps it, so every write locks
 	// counter rows in one order and two writes cannot deadlock on them.
-	_, err := w.tx.Exec(ctx, `INSERT INTO usage_counters (project, month, source, slot, events)
+	// The daily counters ride the same statement (one round trip); an
+	// unread WITH runs after the main statement, so every write takes the
+	// tables in one order too.
+	_, err := w.tx.Exec(ctx, `WITH daily AS (INSERT INTO usage_daily (project, day, source, slot, events)
+			SELECT p, d, s, pg_backend_pid() % $5, n FROM unnest($6::int8[], $7::text[], $8::text[], $9::int8[]) WITH ORDINALITY AS t(p, d, s, n, o)
+			ORDER BY o
+			ON CONFLICT (project, day, source, slot) DO UPDATE SET events = usage_daily.events + excluded.events)
+		INSERT INTO usage_counters (project, month, source, slot, events)
 		SELECT p, m, s, pg_backend_pid() % $5, n FROM unnest($1::int8[], $2::text[], $3::text[], $4::int8[]) WITH ORDINALITY AS t(p, m, s, n, o)
 		ORDER BY o
 		ON CONFLICT (project, month, source, slot) DO UPDATE SET events = usage_counters.events + excluded.events`,
-		projects, months, sources, events, usageSlots)
+		projects, months, sources, events, usageSlots, dp, dd, ds, dn)
 	if err != nil {
 		return fmt.Errorf("usage counters: %w", err)
 	}

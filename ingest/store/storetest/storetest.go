@@ -82,6 +82,7 @@ func Run(t *testing.T, h Harness) {
 		{name: "Usage_Counts", fn: testUsageCounts},
 		{name: "Usage_SurviveReopen", fn: testUsageReopen},
 		{name: "Usage_Concurrent", fn: testUsageConcurrent},
+		{name: "Usage_Daily", fn: testDailyUsage},
 		{name: "Members_Ownership", fn: testMembersOwnership},
 		{name: "Members_Paging", fn: testMembersPaging},
 		{name: "Import_DeleteEvents", fn: testDeleteImportEvents},
