@@ -228,6 +228,9 @@ var migrations = []string{
 		detail text NOT NULL,
 		updated_ms bigint NOT NULL,
 		PRIMARY KEY (project, import, rule));`,
+
+	// 10: History tables' versions (history.go).
+	historyMigration,
 }
 
 // createStage makes the per-connection staging table of Write's slow path

@@ -1,0 +1,38 @@
+package store
+
+import "context"
+
+// A History table (import_type people or groups with history:) is an
+// SCD-2 table: one row per profile per version, each version valid from
+// its start time until the next version's start. The store keeps every
+// version an import read, keyed by (group key, profile id, start time),
+// so a run can re-derive the version current now after an insert, an
+// update or a delete, and reads can ask which version held at an
+// event's time. The versions are written after the Mirror state rows
+// that announce them (store.Mirrors) and are idempotent, so a crash
+// between the two repeats the write instead of losing it.
+
+// HistoryVersion is one version of a profile in a History table.
+type HistoryVersion struct {
+	GroupKey string // "" for a user profile
+	ID       string // the distinct_id, or the group id
+	StartMs  int64  // start of validity, ms since the epoch
+	// Props is the version's non-NULL properties as a compact JSON
+	// object ("{}" when none). Ignored by deletes.
+	Props []byte
+}
+
+// Histories keeps History tables' versions.
+type Histories interface {
+	// HistoryApply deletes del and upserts put (by group key, id and
+	// start) in one transaction.
+	HistoryApply(ctx context.Context, project int64, importID string, put, del []HistoryVersion) error
+	// HistoryAsOf returns the import's version of the profile with the
+	// latest start ≤ atMs; ok is false when there is none.
+	HistoryAsOf(ctx context.Context, project int64, importID, groupKey, id string, atMs int64) (v HistoryVersion, ok bool, err error)
+	// HistoryProfile calls fn for every version of the profile across the
+	// project's History imports, ordered by import, then start.
+	HistoryProfile(ctx context.Context, project int64, groupKey, id string, fn func(importID string, v HistoryVersion) error) error
+	// HistoryDrop forgets the import's versions.
+	HistoryDrop(ctx context.Context, project int64, importID string) error
+}
