@@ -27,9 +27,10 @@ type Histories interface {
 	// HistoryApply deletes del and upserts put (by group key, id and
 	// start) in one transaction.
 	HistoryApply(ctx context.Context, project int64, importID string, put, del []HistoryVersion) error
-	// HistoryAsOf returns the import's version of the profile with the
-	// latest start ≤ atMs; ok is false when there is none.
-	HistoryAsOf(ctx context.Context, project int64, importID, groupKey, id string, atMs int64) (v HistoryVersion, ok bool, err error)
+	// HistoryAsOf calls fn, for each of ids (profiles of groupKey) that
+	// has a version of the import with start ≤ atMs, with the latest
+	// such version (in no particular order).
+	HistoryAsOf(ctx context.Context, project int64, importID, groupKey string, ids []string, atMs int64, fn func(HistoryVersion) error) error
 	// HistoryProfile calls fn for every version of the profile across the
 	// project's History imports, ordered by import, then start.
 	HistoryProfile(ctx context.Context, project int64, groupKey, id string, fn func(importID string, v HistoryVersion) error) error

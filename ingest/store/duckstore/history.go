@@ -2,8 +2,6 @@ package duckstore
 
 import (
 	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 
 	"github.com/tributary-dev/tributary/ingest/store"
@@ -99,24 +97,43 @@ func lastOfKey(vs []store.HistoryVersion) []store.HistoryVersion {
 }
 
 // HistoryAsOf implements store.Histories.
-func (s *Store) HistoryAsOf(ctx context.Context, project int64, importID, groupKey, id string, atMs int64) (store.HistoryVersion, bool, error) {
-	v := store.HistoryVersion{GroupKey: groupKey, ID: id}
+func (s *Store) HistoryAsOf(ctx context.Context, project int64, importID, groupKey string, ids []string, atMs int64, fn func(store.HistoryVersion) error) error {
 	if err := s.enter("history as of"); err != nil {
-		return v, false, err
+		return err
 	}
 	defer s.ops.Done()
-	var props string
-	err := s.db.QueryRowContext(ctx, `SELECT start_ms, props FROM history_versions
-		WHERE project = ? AND import = ? AND group_key = ? AND id = ? AND start_ms <= ?
-		ORDER BY start_ms DESC LIMIT 1`, project, importID, groupKey, id, atMs).Scan(&v.StartMs, &props)
-	if errors.Is(err, sql.ErrNoRows) {
-		return v, false, nil
+	for i := 0; i < len(ids); i += mirrorChunk {
+		var got []store.HistoryVersion // one chunk: fn may use the store
+		err := func() error {
+			rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT ON (h.id) h.id, h.start_ms, h.props FROM history_versions h
+				JOIN (SELECT unnest(?::VARCHAR[]) AS i) q ON h.id = q.i
+				WHERE h.project = ?::BIGINT AND h.import = ?::VARCHAR AND h.group_key = ?::VARCHAR AND h.start_ms <= ?::BIGINT
+				ORDER BY h.id, h.start_ms DESC`, ids[i:min(i+mirrorChunk, len(ids))], project, importID, groupKey, atMs)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				v := store.HistoryVersion{GroupKey: groupKey}
+				var props string
+				if err := rows.Scan(&v.ID, &v.StartMs, &props); err != nil {
+					return err
+				}
+				v.Props = []byte(props)
+				got = append(got, v)
+			}
+			return rows.Err()
+		}()
+		if err != nil {
+			return fmt.Errorf("duckstore: history as of: %w", err)
+		}
+		for _, v := range got {
+			if err := fn(v); err != nil {
+				return err
+			}
+		}
 	}
-	if err != nil {
-		return v, false, fmt.Errorf("duckstore: history as of: %w", err)
-	}
-	v.Props = []byte(props)
-	return v, true, nil
+	return nil
 }
 
 // HistoryProfile implements store.Histories.

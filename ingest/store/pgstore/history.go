@@ -2,7 +2,6 @@ package pgstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -81,24 +80,38 @@ func historyCols(vs []store.HistoryVersion) (gks, ids []string, starts []int64, 
 }
 
 // HistoryAsOf implements store.Histories.
-func (s *Store) HistoryAsOf(ctx context.Context, project int64, importID, groupKey, id string, atMs int64) (store.HistoryVersion, bool, error) {
-	v := store.HistoryVersion{GroupKey: groupKey, ID: id}
+func (s *Store) HistoryAsOf(ctx context.Context, project int64, importID, groupKey string, ids []string, atMs int64, fn func(store.HistoryVersion) error) error {
 	if err := s.enter("history"); err != nil {
-		return v, false, err
+		return err
 	}
 	defer s.ops.Done()
-	var props string
-	err := s.pool.QueryRow(ctx, `SELECT start_ms, props FROM history_versions
-		WHERE project = $1 AND import = $2 AND group_key = $3 AND id = $4 AND start_ms <= $5
-		ORDER BY start_ms DESC LIMIT 1`, project, importID, groupKey, id, atMs).Scan(&v.StartMs, &props)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return v, false, nil
-	}
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT ON (id) id, start_ms, props FROM history_versions
+		WHERE project = $1 AND import = $2 AND group_key = $3 AND id = ANY($4::text[]) AND start_ms <= $5
+		ORDER BY id, start_ms DESC`, project, importID, groupKey, ids, atMs)
 	if err != nil {
-		return v, false, fmt.Errorf("pgstore: history as of: %w", err)
+		return fmt.Errorf("pgstore: history as of: %w", err)
 	}
-	v.Props = []byte(props)
-	return v, true, nil
+	var got []store.HistoryVersion // fn may use the store once the rows are read
+	for rows.Next() {
+		v := store.HistoryVersion{GroupKey: groupKey}
+		var props string
+		if err := rows.Scan(&v.ID, &v.StartMs, &props); err != nil {
+			rows.Close()
+			return fmt.Errorf("pgstore: history as of: %w", err)
+		}
+		v.Props = []byte(props)
+		got = append(got, v)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("pgstore: history as of: %w", err)
+	}
+	for _, v := range got {
+		if err := fn(v); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // HistoryProfile implements store.Histories.

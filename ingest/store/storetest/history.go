@@ -20,14 +20,17 @@ func histories(t *testing.T, s store.Store) store.Histories {
 // "none".
 func asOf(t *testing.T, h store.Histories, imp, gk, id string, atMs int64) string {
 	t.Helper()
-	v, ok, err := h.HistoryAsOf(context.Background(), 1, imp, gk, id, atMs)
-	if err != nil {
+	got := "none"
+	if err := h.HistoryAsOf(context.Background(), 1, imp, gk, []string{id, "absent"}, atMs, func(v store.HistoryVersion) error {
+		if v.ID != id || v.GroupKey != gk {
+			t.Errorf("as of for %q/%s returned %q/%s", gk, id, v.GroupKey, v.ID)
+		}
+		got = string(v.Props)
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
-	if !ok {
-		return "none"
-	}
-	return string(v.Props)
+	return got
 }
 
 // testHistoryVersions: History versions are inserted, updated (same key,
@@ -73,6 +76,17 @@ func testHistoryVersions(t *testing.T, hn Harness) {
 		if got := asOf(t, h, "imp", c.gk, c.id, c.at); got != c.want {
 			t.Errorf("as of %d of %q/%s: %s, want %s", c.at, c.gk, c.id, got, c.want)
 		}
+	}
+	// Several profiles in one call, each with its own current version.
+	many := map[string]string{}
+	if err := h.HistoryAsOf(ctx, 1, "imp", "", []string{"u1", "u2", "u3"}, 1500, func(v store.HistoryVersion) error {
+		many[v.ID] = string(v.Props)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(many) != 2 || many["u1"] != `{"plan":"free"}` || many["u2"] != `{}` {
+		t.Errorf("as of 1500 for u1, u2, u3: %v", many)
 	}
 	// Update one version, delete another (and one that never existed).
 	if err := h.HistoryApply(ctx, 1, "imp", []store.HistoryVersion{v("", "u1", 1000, `{"plan":"trial"}`)},
