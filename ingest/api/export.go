@@ -35,6 +35,7 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "loading lookup tables failed")
 		return
 	}
+	req.History = enrich.NewHistory(s.store, p.Project.ID, req.Where.Keys()...)
 	var out io.Writer = w
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
