@@ -98,6 +98,13 @@ func TestMirrorHistory(t *testing.T) {
 			f.sync("u2 gone", 0, 1, 1)
 			f.wantProfiles("u2 gone", profile.User, historyCurrent, "uid")
 			f.sync("unchanged", 0, 1, 0) // only the future row, again
+			// Deleting the import forgets its versions with its state.
+			if err := ForgetMirror(context.Background(), nil, f.st, f.im); err != nil {
+				t.Fatal(err)
+			}
+			if got := asOfProps(t, f.st, "hist", "u1", 1<<50); got != "none" {
+				t.Fatalf("versions after the import was forgotten: %s", got)
+			}
 		})
 	}
 }
