@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/valyala/fastjson"
@@ -51,7 +52,7 @@ type histRun struct {
 }
 
 // ErrNoHistoryStore: the store cannot keep History tables' versions.
-var ErrNoHistoryStore = fmt.Errorf("the store does not support History tables")
+var ErrNoHistoryStore = errors.New("the store does not support History tables")
 
 func newHistRun(mr *mirrorRun) (*histRun, error) {
 	hs, ok := mr.r.Store.(store.Histories)

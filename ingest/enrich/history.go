@@ -50,13 +50,12 @@ type histVersion struct {
 
 // NewHistory returns a History for the "$user." names among keys (the
 // where and on expressions' properties), or nil when there are none or
-// st keeps no History tables.
-func NewHistory(st any, project int64, keys ...string) *History {
-	hs, ok := st.(store.Histories)
-	if !ok {
+// st is nil (a store without History tables).
+func NewHistory(st store.Histories, project int64, keys ...string) *History {
+	if st == nil {
 		return nil
 	}
-	h := &History{st: hs, project: project, cache: map[string][]histImport{}}
+	h := &History{st: st, project: project, cache: map[string][]histImport{}}
 	for _, k := range keys {
 		name, ok := strings.CutPrefix(k, UserPrefix)
 		if !ok || name == "" || h.index(name) >= 0 {

@@ -50,7 +50,7 @@ func (s *Store) historyApply(ctx context.Context, project int64, importID string
 	}
 	// One row per key: ON CONFLICT cannot touch a row twice in one statement.
 	for len(put) > 0 {
-		n, seen := 0, map[[3]string]bool{}
+		n, seen := 0, map[historyID]bool{}
 		for n < len(put) && !seen[historyKey(put[n])] {
 			seen[historyKey(put[n])] = true
 			n++
@@ -67,9 +67,13 @@ func (s *Store) historyApply(ctx context.Context, project int64, importID string
 	return tx.Commit(ctx)
 }
 
-func historyKey(v store.HistoryVersion) [3]string {
-	return [3]string{v.GroupKey, v.ID, fmt.Sprint(v.StartMs)}
+// historyID is a version's key.
+type historyID struct {
+	groupKey, id string
+	start        int64
 }
+
+func historyKey(v store.HistoryVersion) historyID { return historyID{v.GroupKey, v.ID, v.StartMs} }
 
 func historyCols(vs []store.HistoryVersion) (gks, ids []string, starts []int64, props []string) {
 	gks, ids, starts, props = make([]string, len(vs)), make([]string, len(vs)), make([]int64, len(vs)), make([]string, len(vs))
