@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/tributary-dev/tributary/connectors"
+	"github.com/tributary-dev/tributary/connectors/kinds"
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
@@ -78,6 +79,12 @@ func TestMirrorHistory(t *testing.T) {
 			// move u2's start and change it; the future row is looked at again.
 			f.exec(`DELETE FROM hist WHERE uid = 'u1' AND start = '2024-06-01'`,
 				`UPDATE hist SET start = '2024-02-01', seats = 7 WHERE uid = 'u2'`)
+			// preview --changes plans the same counts without writing.
+			r := &Runner{Registry: kinds.Registry(), Store: f.st}
+			plan, err := r.PlanMirror(context.Background(), f.im, importspec.Project{ID: 1, Mode: config.IDSimplified})
+			if err != nil || plan.Inserts != 1 || plan.Updates != 1 || plan.Deletes != 2 {
+				t.Fatalf("plan of the changes: %+v, %v", plan, err)
+			}
 			f.sync("changes", 1, 1, 2)
 			f.wantProfiles("changes", profile.User, historyCurrent, "uid")
 			if got := asOfProps(t, f.st, "hist", "u2", mar1-1); got != `{"plan":"team","seats":7}` {
