@@ -12,7 +12,6 @@ import (
 	"github.com/tributary-dev/tributary/ingest/auth"
 	"github.com/tributary-dev/tributary/ingest/enrich"
 	"github.com/tributary-dev/tributary/ingest/export"
-	"github.com/tributary-dev/tributary/ingest/store"
 )
 
 var exportAuth = auth.Allowed{Secret: true, ServiceAccount: true, OAuth: true}
@@ -36,8 +35,11 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "loading lookup tables failed")
 		return
 	}
-	hs, _ := s.store.(store.Histories) // nil: a store without History tables
-	req.History = enrich.NewHistory(hs, p.Project.ID, req.Where.Keys()...)
+	var done func()
+	if req.History, done, err = s.history(r.Context(), p.Project.ID, req.Where.Keys()...); err != nil {
+		return // the client went away while waiting its turn
+	}
+	defer done()
 	var out io.Writer = w
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {

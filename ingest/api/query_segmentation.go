@@ -275,8 +275,11 @@ func (s *Server) handleSegmentation(w http.ResponseWriter, r *http.Request) {
 	if sq.on != nil {
 		keys = append(keys, sq.on.Key())
 	}
-	hs, _ := s.store.(store.Histories) // nil: a store without History tables
-	c.hist = enrich.NewHistory(hs, p.Project.ID, keys...)
+	var done func()
+	if c.hist, done, err = s.history(r.Context(), p.Project.ID, keys...); err != nil {
+		return // the client went away while waiting its turn
+	}
+	defer done()
 	scan := store.Scan{Project: p.Project.ID, Resolve: true, Events: []string{sq.event}}
 	if err := scanDays(r.Context(), s.store, scan, sq.from.UnixMilli(), sq.to.AddDate(0, 0, 1).UnixMilli(),
 		func(e *store.Event) error { return c.add(r.Context(), e) }); err != nil {
