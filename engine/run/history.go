@@ -170,7 +170,7 @@ func (h *histRun) save(ctx context.Context) error {
 		return nil
 	}
 	mr := h.mr
-	if err := h.hs.HistoryApply(ctx, mr.im.ProjectID, mr.im.ID, h.put, h.del); err != nil {
+	if err := h.hs.HistoryApply(ctx, mr.im.ProjectID, mr.im.ID, mr.opt.RunID, h.put, h.del); err != nil {
 		return connectors.Permanent(err)
 	}
 	h.put, h.del = h.put[:0], h.del[:0]

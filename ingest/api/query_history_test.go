@@ -20,7 +20,7 @@ func TestHistoryAsOfQueries(t *testing.T) {
 	e := newQueryEnv(t)
 	ctx := context.Background()
 	// u1: free from day 0 10:00, pro from day 1 00:00; u2: team from day 0.
-	if err := e.st.HistoryApply(ctx, qSimple, "hist", []store.HistoryVersion{
+	if err := e.st.HistoryApply(ctx, qSimple, "hist", "", []store.HistoryVersion{
 		{ID: "u1", StartMs: at(0, 10, 0), Props: []byte(`{"plan":"free"}`)},
 		{ID: "u1", StartMs: at(1, 0, 0), Props: []byte(`{"plan":"pro","seats":3}`)},
 		{ID: "u2", StartMs: at(0, 0, 0), Props: []byte(`{"plan":"team"}`)},
@@ -28,7 +28,7 @@ func TestHistoryAsOfQueries(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Another import's version of u1 that started later wins its names.
-	if err := e.st.HistoryApply(ctx, qSimple, "hist2", []store.HistoryVersion{
+	if err := e.st.HistoryApply(ctx, qSimple, "hist2", "", []store.HistoryVersion{
 		{ID: "u1", StartMs: at(1, 12, 0), Props: []byte(`{"plan":"enterprise"}`)},
 	}, nil); err != nil {
 		t.Fatal(err)

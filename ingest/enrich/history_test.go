@@ -25,7 +25,7 @@ func (c *countingHistories) HistoryProfile(ctx context.Context, project int64, g
 func TestHistoryApply(t *testing.T) {
 	st, _, _ := setup(t)
 	ctx := context.Background()
-	if err := st.HistoryApply(ctx, 1, "h", []store.HistoryVersion{
+	if err := st.HistoryApply(ctx, 1, "h", "", []store.HistoryVersion{
 		{ID: "u1", StartMs: 100, Props: []byte(`{"plan":"free","n":1}`)},
 		{ID: "u1", StartMs: 200, Props: []byte(`{"plan":"pro"}`)},
 	}, nil); err != nil {

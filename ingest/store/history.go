@@ -25,8 +25,9 @@ type HistoryVersion struct {
 // Histories keeps History tables' versions.
 type Histories interface {
 	// HistoryApply deletes del and upserts put (by group key, id and
-	// start) in one transaction.
-	HistoryApply(ctx context.Context, project int64, importID string, put, del []HistoryVersion) error
+	// start) in one transaction, fenced by runID as a run's writes are
+	// (store.ErrRunEnded once the run was taken over; "" is not fenced).
+	HistoryApply(ctx context.Context, project int64, importID, runID string, put, del []HistoryVersion) error
 	// HistoryAsOf calls fn, for each of ids (profiles of groupKey) that
 	// has a version of the import with start ≤ atMs, with the latest
 	// such version (in no particular order).

@@ -16,8 +16,9 @@ var historySchema = []string{
 		PRIMARY KEY (project, import, group_key, id, start_ms))`,
 }
 
-// HistoryApply implements store.Histories.
-func (s *Store) HistoryApply(ctx context.Context, project int64, importID string, put, del []store.HistoryVersion) error {
+// HistoryApply implements store.Histories. One process owns the file,
+// so there is no other process's run to fence runID against.
+func (s *Store) HistoryApply(ctx context.Context, project int64, importID, _ string, put, del []store.HistoryVersion) error {
 	if err := s.enter("history apply"); err != nil {
 		return err
 	}

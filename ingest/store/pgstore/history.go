@@ -23,18 +23,18 @@ const historyMigration = `CREATE TABLE history_versions (
 	CREATE INDEX history_versions_profile ON history_versions (project, group_key, id);`
 
 // HistoryApply implements store.Histories in one transaction.
-func (s *Store) HistoryApply(ctx context.Context, project int64, importID string, put, del []store.HistoryVersion) error {
+func (s *Store) HistoryApply(ctx context.Context, project int64, importID, runID string, put, del []store.HistoryVersion) error {
 	if err := s.enter("history"); err != nil {
 		return err
 	}
 	defer s.ops.Done()
-	if err := s.historyApply(ctx, project, importID, put, del); err != nil {
+	if err := s.historyApply(ctx, project, importID, runID, put, del); err != nil {
 		return fmt.Errorf("pgstore: history apply: %w", err)
 	}
 	return nil
 }
 
-func (s *Store) historyApply(ctx context.Context, project int64, importID string, put, del []store.HistoryVersion) error {
+func (s *Store) historyApply(ctx context.Context, project int64, importID, runID string, put, del []store.HistoryVersion) error {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
 		return err
@@ -64,7 +64,14 @@ func (s *Store) historyApply(ctx context.Context, project int64, importID string
 		}
 		put = put[n:]
 	}
-	return tx.Commit(ctx)
+	if runID != "" {
+		// A run taken over by another process must not bring back
+		// versions the new run deleted: they would have no state row.
+		if err := fenceRuns(ctx, tx, []string{runID}); err != nil {
+			return err
+		}
+	}
+	return tx.Commit(context.WithoutCancel(ctx))
 }
 
 // historyID is a version's key.

@@ -46,7 +46,7 @@ func testHistoryVersions(t *testing.T, hn Harness) {
 	v := func(gk, id string, start int64, props string) store.HistoryVersion {
 		return store.HistoryVersion{GroupKey: gk, ID: id, StartMs: start, Props: []byte(props)}
 	}
-	if err := h.HistoryApply(ctx, 1, "imp", []store.HistoryVersion{
+	if err := h.HistoryApply(ctx, 1, "imp", "", []store.HistoryVersion{
 		v("", "u1", 1000, `{"plan":"free"}`),
 		v("", "u1", 2000, `{"plan":"pro"}`),
 		v("", "u1", 3000, `{"plan":"team"}`),
@@ -56,7 +56,7 @@ func testHistoryVersions(t *testing.T, hn Harness) {
 	}, nil); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.HistoryApply(ctx, 1, "other", []store.HistoryVersion{v("", "u1", 500, `{"region":"eu"}`)}, nil); err != nil {
+	if err := h.HistoryApply(ctx, 1, "other", "", []store.HistoryVersion{v("", "u1", 500, `{"region":"eu"}`)}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -89,7 +89,7 @@ func testHistoryVersions(t *testing.T, hn Harness) {
 		t.Errorf("as of 1500 for u1, u2, u3: %v", many)
 	}
 	// Update one version, delete another (and one that never existed).
-	if err := h.HistoryApply(ctx, 1, "imp", []store.HistoryVersion{v("", "u1", 1000, `{"plan":"trial"}`)},
+	if err := h.HistoryApply(ctx, 1, "imp", "", []store.HistoryVersion{v("", "u1", 1000, `{"plan":"trial"}`)},
 		[]store.HistoryVersion{v("", "u1", 2000, ""), v("", "u9", 1, "")}); err != nil {
 		t.Fatal(err)
 	}
