@@ -8,9 +8,10 @@ import "context"
 // version an import read, keyed by (group key, profile id, start time),
 // so a run can re-derive the version current now after an insert, an
 // update or a delete, and reads can ask which version held at an
-// event's time. The versions are written after the Mirror state rows
-// that announce them (store.Mirrors) and are idempotent, so a crash
-// between the two repeats the write instead of losing it.
+// event's time. A run writes a batch's versions before the Mirror state
+// rows that cover them (store.Mirrors); writing a version again is
+// harmless, so a crash in between makes the next run repeat the write
+// instead of losing it (engine/run/history.go).
 
 // HistoryVersion is one version of a profile in a History table.
 type HistoryVersion struct {
