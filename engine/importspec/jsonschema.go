@@ -40,6 +40,7 @@ var fields = []field{
 	{"delete_profiles", "boolean", "mirror people/groups only: a deleted row deletes the whole profile instead of unsetting the import's properties.", nil},
 	{"max_deletes", "integer", "mirror only: a run that would delete more rows fails before applying anything (0: no limit).", nil},
 	{"max_change_ratio", "number", "mirror only: a run whose changes exceed this fraction of the table fails before applying anything (0: no limit).", nil},
+	{"history", "object", "mirror people/groups only: {start_time_column_name: COL} reads an SCD-2 History table, one row per profile version; no list or object columns.", nil},
 	{"lookback", "string", "time_based only: re-read rows whose insert time is this long (e.g. 2h) before the watermark, to catch late rows; dedup absorbs re-reads.", nil},
 }
 

@@ -63,6 +63,7 @@ func (im *Import) CheckSchema(s *connectors.Schema) error {
 	for i, c := range im.KeyColumns {
 		col(fmt.Sprintf("key_columns[%d]", i), c)
 	}
+	v.checkHistorySchema(s)
 	return v.errs.Err()
 }
 

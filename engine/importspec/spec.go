@@ -74,6 +74,8 @@ type Import struct {
 	// that arrive late with an older insert time; dedup absorbs re-reads.
 	Lookback      string `yaml:"lookback,omitempty" json:"lookback,omitempty"`
 	MirrorOptions `yaml:",inline"`
+	// History makes a people or groups import a History table (history.go).
+	History *HistoryOptions `yaml:"history,omitempty" json:"history,omitempty"`
 
 	file string
 	// conn is Connection resolved when the import was loaded; never

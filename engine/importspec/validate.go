@@ -90,6 +90,7 @@ func (v *validator) basics(reg *connectors.Registry) {
 		v.add("sync_mode", "", fmt.Sprintf("%q: must be one of time_based, full_sync, one_time, mirror (mirror_mode)", im.SyncMode))
 	}
 	v.mirror()
+	v.history()
 	if reg != nil {
 		if err := reg.Validate(im.SourceConfig()); err != nil {
 			var fe *connectors.FieldError

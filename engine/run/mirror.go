@@ -76,6 +76,7 @@ type mirrorRun struct {
 	table  *lookup.Builder
 	fixed  []string // people and groups: the properties a row sets
 	dirty  bool     // lookup tables: some row changed
+	hist   *histRun // History imports (history.go)
 
 	// per batch
 	keyBuf  []byte
@@ -99,6 +100,7 @@ type mirrorRun struct {
 func (r *Runner) PlanMirror(ctx context.Context, im *importspec.Import, project importspec.Project) (MirrorPlan, error) {
 	var plan MirrorPlan
 	var st Stats
+	im = im.ForHistory()
 	mr := &mirrorRun{r: r, im: im, project: project, st: &st, plan: &plan}
 	if err := mr.pass(ctx); err != nil {
 		return plan, fmt.Errorf("import %s: %w", im.ID, err)
@@ -110,6 +112,7 @@ func (r *Runner) PlanMirror(ctx context.Context, im *importspec.Import, project 
 // enforces the import's change limits, then the applying pass, retried
 // after transient source errors (applying again is idempotent).
 func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project importspec.Project, opt Options, st *Stats) error {
+	im = im.ForHistory()
 	if im.MaxDeletes > 0 || im.MaxChangeRatio > 0 {
 		plan, err := r.PlanMirror(ctx, im, project)
 		if err != nil {
@@ -183,6 +186,13 @@ func (mr *mirrorRun) pass(ctx context.Context) error {
 		return connectors.Permanent(ErrNoMirrorStore)
 	}
 	mr.ms = ms
+	if im.IsHistory() && mr.plan == nil {
+		h, err := newHistRun(mr)
+		if err != nil {
+			return err
+		}
+		mr.hist = h
+	}
 	src, err := mr.r.Registry.Open(ctx, im.SourceConfig())
 	if err != nil {
 		return fmt.Errorf("connect: %w", err)
@@ -275,6 +285,8 @@ func mirrorKey(im *importspec.Import, s *connectors.Schema) []string {
 	switch {
 	case len(im.KeyColumns) > 0:
 		return im.KeyColumns
+	case im.IsHistory():
+		return historyKey(im)
 	case len(s.PrimaryKey) > 0:
 		return s.PrimaryKey
 	}

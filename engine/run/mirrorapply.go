@@ -51,6 +51,8 @@ func (mr *mirrorRun) stage(ctx context.Context, rec arrow.RecordBatch) error {
 		mr.m.Map(sub, &mr.out)
 		if im.ImportType == importspec.EventStream {
 			err = mr.mapEvents(refs)
+		} else if mr.hist != nil {
+			err = mr.hist.stage(refs)
 		} else {
 			err = mr.mapProfiles(refs)
 		}
@@ -86,9 +88,15 @@ func (mr *mirrorRun) flush(ctx context.Context) error {
 		return nil
 	}
 	wctx := context.WithoutCancel(ctx) // a change under way is let finish
+	if err := mr.hist.save(wctx); err != nil {
+		return err
+	}
 	if err := mr.ms.MirrorApply(wctx, store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID,
 		Gen: mr.gen, Rows: mr.rows, DeleteEvents: mr.delEvs}); err != nil {
 		return connectors.Permanent(err)
+	}
+	if err := mr.hist.derive(wctx); err != nil {
+		return err
 	}
 	if err := mr.write(wctx); err != nil {
 		return err
@@ -282,7 +290,9 @@ func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 	default:
 		row.Flag = store.MirrorDeleting
 		rm.a.Rows = append(rm.a.Rows, row)
-		if len(row.Ref) > 0 {
+		if mr.hist != nil {
+			mr.hist.remove(row.Ref)
+		} else if len(row.Ref) > 0 {
 			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removal(rm.kind, string(row.Ref))})
 		}
 	}
@@ -300,8 +310,14 @@ func (rm *remover) flush(ctx context.Context) error {
 		return nil
 	}
 	wctx := context.WithoutCancel(ctx)
+	if err := rm.mr.hist.save(wctx); err != nil {
+		return err
+	}
 	if err := rm.mr.ms.MirrorApply(wctx, rm.a); err != nil {
 		return connectors.Permanent(err)
+	}
+	if err := rm.mr.hist.derive(wctx); err != nil {
+		return err
 	}
 	if err := rm.mr.write(wctx); err != nil {
 		return err

@@ -204,6 +204,11 @@ func ForgetMirror(ctx context.Context, reg *connectors.Registry, st store.Store,
 			return err
 		}
 	}
+	if hs, ok := st.(store.Histories); ok && im.IsHistory() {
+		if err := hs.HistoryDrop(ctx, im.ProjectID, im.ID); err != nil {
+			return err
+		}
+	}
 	if reg == nil || im.TableParams.Name == "" {
 		return nil
 	}

@@ -35,6 +35,11 @@ func (s *Server) handleExport(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusInternalServerError, "loading lookup tables failed")
 		return
 	}
+	var done func()
+	if req.History, done, err = s.history(r.Context(), p.Project.ID, req.Where.Keys()...); err != nil {
+		return // the client went away while waiting its turn
+	}
+	defer done()
 	var out io.Writer = w
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -169,14 +170,25 @@ type segCounter struct {
 	ev      store.Event // the event with lookup properties; reused
 	ap      *enrich.Applier
 	val     []byte
+	hist    *enrich.History // "$user.P" as of the event's time
+	asOf    store.Event     // the event with History properties; reused
 }
 
-func (c *segCounter) add(stored *store.Event) error {
+func (c *segCounter) add(ctx context.Context, stored *store.Event) error {
 	e := stored
 	if !c.ap.Empty() {
 		c.ev = *stored
 		c.ev.Props = c.ap.Apply(stored.Props)
 		e = &c.ev
+	}
+	if c.hist != nil {
+		props, err := c.hist.Apply(ctx, e.DistinctID, e.TimeMs, e.Props)
+		if err != nil {
+			return err
+		}
+		c.asOf = *e
+		c.asOf.Props = props
+		e = &c.asOf
 	}
 	c.row.Reset(e)
 	if !c.sq.where.Match(&c.row) {
@@ -259,8 +271,18 @@ func (s *Server) handleSegmentation(w http.ResponseWriter, r *http.Request) {
 		s.answerReadError(w, r, "segmentation", p.Project.ID, err)
 		return
 	}
+	keys := sq.where.Keys()
+	if sq.on != nil {
+		keys = append(keys, sq.on.Key())
+	}
+	var done func()
+	if c.hist, done, err = s.history(r.Context(), p.Project.ID, keys...); err != nil {
+		return // the client went away while waiting its turn
+	}
+	defer done()
 	scan := store.Scan{Project: p.Project.ID, Resolve: true, Events: []string{sq.event}}
-	if err := scanDays(r.Context(), s.store, scan, sq.from.UnixMilli(), sq.to.AddDate(0, 0, 1).UnixMilli(), c.add); err != nil {
+	if err := scanDays(r.Context(), s.store, scan, sq.from.UnixMilli(), sq.to.AddDate(0, 0, 1).UnixMilli(),
+		func(e *store.Event) error { return c.add(r.Context(), e) }); err != nil {
 		s.answerReadError(w, r, "segmentation", p.Project.ID, err)
 		return
 	}

@@ -58,6 +58,8 @@ type Server struct {
 	corsPolicy corsPolicy
 	// lookupGate bounds the memory of lookup uploads in flight (lookup.go).
 	lookupGate *lookup.Gate
+	// historyGate: one query reading History versions at a time (history.go).
+	historyGate chan struct{}
 
 	bufs     sync.Pool // *bytes.Buffer request bodies
 	decoders sync.Pool // *decodeState
@@ -98,7 +100,7 @@ func New(d Deps) *Server {
 	s := &Server{
 		cfg: d.Config, store: d.Store, committer: d.Committer, auth: d.Auth,
 		limiter: d.Limiter, log: d.Logger, now: d.Now, limits: record.DefaultLimits(),
-		lookupGate: newLookupGate(d.Config),
+		lookupGate: newLookupGate(d.Config), historyGate: make(chan struct{}, 1),
 	}
 	s.enrich = enrich.New(d.Store, d.Logger)
 	s.corsPolicy = newCORSPolicy(d.Config.Projects)

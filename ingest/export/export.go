@@ -39,6 +39,10 @@ type Request struct {
 	// The where filter sees them too. Not a query parameter: the handler
 	// sets it from the project's tables.
 	Enrich *enrich.Applier
+	// History gives the where filter the "$user.P" properties of the
+	// event's user as of its time (enrich.UserPrefix); the exported line
+	// does not carry them. Set by the handler; nil adds none.
+	History *enrich.History
 }
 
 // ParseRequest reads from_date, to_date, event, where, limit and time_in_ms.
@@ -107,6 +111,8 @@ func Write(ctx context.Context, st EventScanner, req Request, w io.Writer) (int,
 		row  EventRow
 		// enriched is the event with lookup properties added.
 		enriched store.Event
+		// asOf is the event as the filter sees it, with History properties.
+		asOf store.Event
 	)
 	emit := func(stored *store.Event) error {
 		e := stored
@@ -116,7 +122,16 @@ func Write(ctx context.Context, st EventScanner, req Request, w io.Writer) (int,
 			e = &enriched
 		}
 		if req.Where != nil {
-			row.Reset(e)
+			m := e
+			if req.History != nil {
+				props, err := req.History.Apply(ctx, e.DistinctID, e.TimeMs, e.Props)
+				if err != nil {
+					return err
+				}
+				asOf = *e
+				asOf.Props, m = props, &asOf
+			}
+			row.Reset(m)
 			if !req.Where.Match(&row) {
 				return nil
 			}

@@ -231,6 +231,9 @@ var migrations = []string{
 
 	// 10: daily usage, beside the monthly (usage_daily.go).
 	dailyUsageMigration,
+
+	// 11: History tables' versions (history.go).
+	historyMigration,
 }
 
 // createStage makes the per-connection staging table of Write's slow path

@@ -87,6 +87,7 @@ func Run(t *testing.T, h Harness) {
 		{name: "Members_Paging", fn: testMembersPaging},
 		{name: "Import_DeleteEvents", fn: testDeleteImportEvents},
 		{name: "Mirror_State", fn: testMirrorState},
+		{name: "History_Versions", fn: testHistoryVersions},
 		{name: "Shared_Tokens", fn: testSharedTokens},
 		{name: "Shared_Rate", fn: testSharedRate},
 		{name: "Ping", fn: testPing},
