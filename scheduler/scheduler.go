@@ -35,6 +35,7 @@ const (
 	TriggerSchedule = "schedule"
 	TriggerAPI      = "api"
 	TriggerCLI      = "cli"
+	TriggerReplay   = "replay" // the quarantine's rows, not the table's (run.Options.Replay)
 )
 
 var (
@@ -224,7 +225,7 @@ func (s *Scheduler) trigger(project int64, id, trigger, period string, full bool
 	if e.Paused() {
 		return store.Run{}, false, fmt.Errorf("import %s: %w", id, ErrPaused)
 	}
-	if e.Import.SyncMode == importspec.OneTime && !full {
+	if e.Import.SyncMode == importspec.OneTime && !full && trigger != TriggerReplay {
 		done, err := s.opt.Runner.Complete(s.runCtx, e.Import)
 		if err != nil {
 			return store.Run{}, false, err
@@ -256,6 +257,9 @@ func (s *Scheduler) trigger(project int64, id, trigger, period string, full bool
 	s.newLease(&rs.Run, now)
 	if trigger == TriggerAPI {
 		rs.LimitPerHour = s.opt.APILimit
+	}
+	if trigger == TriggerReplay {
+		rs.JoinWithinMs = 0 // a replay is not the sync that just ended
 	}
 	r, started, err := s.opt.Store.StartRun(s.runCtx, rs)
 	if err != nil || !started {
@@ -314,8 +318,8 @@ func (s *Scheduler) execute(ctx context.Context, a *active, e Entry, full bool, 
 	// Count: a run asks a source that can count (connectors.Counter) for
 	// its total once, so the console and the CLI's bar show an ETA; a
 	// quiet CLI run (no progress func) has nothing to show it in.
-	count := progress != nil || a.run.Trigger != TriggerCLI
-	opt := run.Options{RunID: a.run.ID, Full: full, Count: count, Progress: func(st run.Stats) {
+	count := (progress != nil || a.run.Trigger != TriggerCLI) && a.run.Trigger != TriggerReplay
+	opt := run.Options{RunID: a.run.ID, Full: full, Replay: a.run.Trigger == TriggerReplay, Count: count, Progress: func(st run.Stats) {
 		if progress != nil {
 			progress(st)
 		}

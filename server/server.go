@@ -92,6 +92,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	// Alert delivery stops before the runs do (last-in first-out): the
 	// alerts of runs ending at shutdown wait in the outbox for the next start.
 	defer startAlerts(cfg, st, sched, reg, log)()
+	defer startLedgerPrune(cfg, st, log)()
 	registerSyncMetrics(reg, st, sched.Catalog())
 	limits := cfg.Edges()
 	if limits.MaxConnections == 0 {

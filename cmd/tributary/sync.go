@@ -214,8 +214,12 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	importID := fs.String("import", "", "only this import")
 	project := fs.Int64("project", 0, "project id (default: every project of the config)")
 	limit := fs.Int("limit", 30, "runs per project")
+	key := fs.String("key", "", "one source row's outcome run by run, from the ledger (needs --import)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *key != "" && *importID == "" {
+		return fmt.Errorf("runs --key: --import names the import the key belongs to")
 	}
 	log := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	cfg, st, release, err := openDataDir(ctx, *cfgPath, *dataDir, log, storeTuning{})
@@ -223,6 +227,9 @@ func runsCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer release()
+	if *key != "" {
+		return runsKey(ctx, st, cfg, *project, *importID, *key, *limit, stdout)
+	}
 	tw := tabwriter.NewWriter(stdout, 2, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROJECT\tIMPORT\tRUN\tTRIGGER\tSTATUS\tSTARTED\tDURATION\tROWS\tIMPORTED\tFAILED\tREASON\tCHANGES")
 	for _, p := range cfg.Projects {

@@ -35,6 +35,20 @@ type slot struct {
 	rows   int64
 	fails  []mapping.RowError
 	err    error // validation failed (pipeline only)
+	// rec is the batch as read, kept until validation when the run keeps
+	// a ledger, so refused rows can be quarantined as read (ledger.go).
+	rec  arrow.RecordBatch
+	quar []store.QuarantineRow
+	// keys are the rows' primary key values, evRows each kept event's
+	// row (ledger_key.go); refRows is evRows' scratch.
+	keys            rowKeys
+	evRows, refRows []int32
+}
+
+// reader is the part of a connectors.Source a batcher reads through (a
+// replay reads quarantined rows the same way).
+type reader interface {
+	Read(ctx context.Context, req connectors.ReadRequest, fn func(arrow.RecordBatch) error) error
 }
 
 // batcher reads one pass's rows and moves them through map → validate →
@@ -47,13 +61,17 @@ type batcher struct {
 	m      *mapping.Mapper
 	base   int64 // rows read by earlier passes of the run: failures number rows across it
 	seen   int64 // rows mapped so far in this pass
+	// pk are the primary key's columns in the rows read, found at the
+	// first batch when the run keeps a ledger (nil: keyed by $insert_id).
+	pk      []int
+	pkFound bool
 }
 
 // read runs the pass's read. Imports whose batches carry side effects
 // ordered with their mapping (full-sync ownership, lookup tables) run
 // each batch through all stages on the connector's goroutine; the others
 // are pipelined.
-func (b *batcher) read(ctx context.Context, src connectors.Source, req connectors.ReadRequest) error {
+func (b *batcher) read(ctx context.Context, src reader, req connectors.ReadRequest) error {
 	if b.p.own != nil || b.table != nil {
 		var s slot
 		return src.Read(ctx, req, func(rec arrow.RecordBatch) error {
@@ -69,7 +87,7 @@ func (b *batcher) read(ctx context.Context, src connectors.Source, req connector
 	return b.pipeline(ctx, src, req)
 }
 
-func (b *batcher) pipeline(ctx context.Context, src connectors.Source, req connectors.ReadRequest) error {
+func (b *batcher) pipeline(ctx context.Context, src reader, req connectors.ReadRequest) error {
 	free := make(chan *slot, pipelineSlots)
 	for range pipelineSlots {
 		free <- new(slot)
@@ -147,6 +165,16 @@ func (b *batcher) mapBatch(rec arrow.RecordBatch, s *slot) (ok bool, err error) 
 	}
 	s.offset, s.rows = b.seen, rec.NumRows()
 	b.seen += s.rows
+	if p.ledger != nil {
+		rec.Retain()
+		s.rec = rec
+		if !b.pkFound {
+			b.pk, b.pkFound = pkColumns(b.schema.PrimaryKey, rec.Schema()), true
+		}
+		if s.keys.cols = b.pk; b.pk != nil {
+			s.keys.fill(rec)
+		}
+	}
 	return true, nil
 }
 
@@ -163,11 +191,13 @@ func (b *batcher) check(s *slot) error {
 	case importspec.LookupTable:
 		var err error
 		if s.fails, err = s.pv.Lookup(&s.out, base+s.offset, b.table); err != nil {
+			b.keepRefused(s)
 			return connectors.Permanent(fmt.Errorf("lookup table %s: %w", im.LookupTableID, err))
 		}
 	default:
 		s.fails = s.v.Events(im.ProjectID, b.p.r.now(), &s.out, base+s.offset, &s.batch)
 	}
+	b.keepRefused(s)
 	return nil
 }
 
@@ -187,14 +217,43 @@ func (b *batcher) commit(ctx context.Context, s *slot) error {
 	st.RowsRead += s.rows
 	st.Bytes += int64(len(s.out.Buf))
 	p.fail(s.fails...)
+	if p.ledger != nil {
+		p.ledger.refused(s.fails, b.base+s.offset, &s.keys, s.quar)
+		s.quar = nil
+	}
 	if len(s.batch.Events) > 0 || len(s.batch.Profiles) > 0 || s.batch.Checkpoint != nil {
-		if err := p.write(ctx, &s.batch); err != nil {
+		res, err := p.write(ctx, &s.batch)
+		if err != nil {
 			return err
 		}
+		if p.ledger != nil {
+			p.ledger.events(&s.batch, res, &s.keys, s.evRows)
+		}
+	}
+	if err := p.ledger.flush(ctx, false); err != nil {
+		return connectors.Permanent(err)
 	}
 	if p.opt.Progress != nil {
 		st.Duration = p.r.now().Sub(st.Started)
 		p.opt.Progress(*st)
 	}
 	return nil
+}
+
+// keepRefused quarantines s's refused rows from the batch as read and
+// lets the batch go.
+func (b *batcher) keepRefused(s *slot) {
+	if s.rec == nil {
+		return
+	}
+	first := b.base + s.offset
+	if s.keys.cols != nil {
+		s.evRows, s.refRows = eventRows(s.evRows, &s.out, s.fails, first, s.refRows)
+	}
+	if len(s.fails) > 0 {
+		p := b.p
+		s.quar = quarantine(s.rec, first, s.fails, &s.keys, p.opt.RunID, p.st.Started.UnixMilli())
+	}
+	s.rec.Release()
+	s.rec = nil
 }

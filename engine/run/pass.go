@@ -32,6 +32,8 @@ type pass struct {
 	committed bool // a batch of this pass is durable
 
 	own *ownership // people and groups: what the run owns (fullsync.go)
+
+	ledger *ledger // nil: the store keeps none (ledger.go)
 }
 
 func (p *pass) run(ctx context.Context) error {
@@ -75,7 +77,12 @@ func (p *pass) run(ctx context.Context) error {
 		table = lookup.NewBuilder(cols, lookup.Options{})
 	}
 	b := &batcher{p: p, schema: schema, table: table, base: p.st.RowsRead}
-	if err := b.read(ctx, src, req); err != nil {
+	err = b.read(ctx, src, req)
+	// What was written is in the ledger even when the pass failed.
+	if lerr := p.ledger.flush(ctx, true); lerr != nil && err == nil {
+		err = connectors.Permanent(lerr)
+	}
+	if err != nil {
 		return err
 	}
 	if table != nil {
@@ -92,11 +99,11 @@ func (p *pass) run(ctx context.Context) error {
 // batches in flight, whose watermarks were not committed either.
 // The write ignores cancellation so a shutdown lets the batch in flight
 // (and its checkpoint) commit instead of abandoning it half-way.
-func (p *pass) write(ctx context.Context, batch *store.Batch) error {
+func (p *pass) write(ctx context.Context, batch *store.Batch) (store.WriteResult, error) {
 	res, err := p.r.Store.Write(context.WithoutCancel(ctx), []store.Batch{*batch})
 	if err != nil {
 		// The store, not the source, failed: retrying the source won't help.
-		return connectors.Permanent(fmt.Errorf("write: %w", err))
+		return res, connectors.Permanent(fmt.Errorf("write: %w", err))
 	}
 	p.committed = true
 	st := p.st
@@ -106,13 +113,13 @@ func (p *pass) write(ctx context.Context, batch *store.Batch) error {
 		// A NULL column's $unset rides beside its row's $set: one record.
 		st.Imported -= int64(p.own.unsets)
 		if err := p.own.rejected(context.WithoutCancel(ctx), res.Rejected); err != nil {
-			return connectors.Permanent(err)
+			return res, connectors.Permanent(err)
 		}
 	}
 	for _, rj := range res.Rejected {
 		p.fail(mapping.RowError{Row: int64(rj.Ref), Message: rj.Err.Error()})
 	}
-	return nil
+	return res, nil
 }
 
 func (p *pass) fail(errs ...mapping.RowError) {

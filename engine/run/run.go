@@ -82,6 +82,9 @@ type Options struct {
 	Progress func(Stats)
 	// Count asks the source for the row count first (for an ETA).
 	Count bool
+	// Replay runs the import's quarantined rows through its current
+	// mapping instead of reading the source (ledger_replay.go).
+	Replay bool
 	// Preflight, when set, sees the run's Plan before anything is
 	// written, once per run; an error ends the run with ErrHeld.
 	Preflight func(ctx context.Context, p Plan) error
@@ -103,6 +106,10 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 	default:
 		return st, fmt.Errorf("import %s: %w: %s", im.ID, ErrNotSupported, im.ImportType)
 	}
+	if opt.Replay {
+		err := r.replay(ctx, im, project, opt, &st)
+		return st, err
+	}
 	if im.SyncMode == importspec.OneTime && !opt.Full {
 		done, err := r.Complete(ctx, im)
 		if err != nil {
@@ -119,7 +126,8 @@ func (r *Runner) Run(ctx context.Context, im *importspec.Import, project imports
 	bo := r.Backoff.withDefaults()
 	own := newOwnership(r.Store, im, opt.RunID, st.Started)
 	for attempt := 0; ; attempt++ {
-		a := &pass{r: r, im: im, project: project, opt: opt, st: &st, own: own}
+		a := &pass{r: r, im: im, project: project, opt: opt, st: &st, own: own,
+			ledger: newLedger(r.Store, im.ProjectID, im.ID, opt.RunID, st.Started.UnixMilli())}
 		err := a.run(ctx)
 		if err == nil {
 			break

@@ -102,6 +102,11 @@ type WriteResult struct {
 	// (a full identity cluster, a profile at its property limit), by Ref.
 	// Nothing of a rejected record is stored.
 	Rejected []Rejection
+	// DupEvents lists, in a Batches entry, the indexes into its batch's
+	// Events that were duplicates (in no particular order), so a sync
+	// run's ledger can say which rows were new (ledger.go). Only
+	// duplicates cost an entry.
+	DupEvents []int32
 	// Batches has one entry per batch given to Write, in the same order;
 	// the fields above are their sums and the entries' own Batches are nil.
 	// A group committer merges many requests into one Write, and each
@@ -146,6 +151,7 @@ type Store interface {
 	Members
 	ImportData
 	Shared
+	Ledger
 	// Ping reports whether the store can serve reads and writes.
 	Ping(ctx context.Context) error
 	Close() error

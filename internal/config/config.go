@@ -162,6 +162,9 @@ type Config struct {
 	// its runs over within about 1.5 leases. Shorter means faster
 	// takeover; it must stay well above the store's worst stall.
 	SyncLease Duration `yaml:"sync_lease"`
+	// LedgerRetention is how long the row-level ledger of sync runs and
+	// the quarantine of refused rows are kept (default 336h, 14 days).
+	LedgerRetention Duration `yaml:"ledger_retention"`
 	// MetricsToken, when set, lets a scraper read /metrics with it as a
 	// Bearer token instead of a project credential.
 	MetricsToken string `yaml:"metrics_token"`
@@ -295,6 +298,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.SyncLease == 0 {
 		c.SyncLease = Duration(30e9)
+	}
+	if c.LedgerRetention == 0 {
+		c.LedgerRetention = Duration(336 * 3600e9)
 	}
 	if c.MinScheduleInterval == 0 {
 		c.MinScheduleInterval = Duration(60e9)

@@ -51,6 +51,9 @@ func (c *Config) validate() error {
 	if c.SyncLease < Duration(1e9) {
 		return bad("sync_lease", "must be at least 1s")
 	}
+	if c.LedgerRetention < Duration(3600e9) {
+		return bad("ledger_retention", "must be at least 1h")
+	}
 	switch strings.ToLower(c.LogLevel) {
 	case "debug", "info", "warn", "error":
 	default:

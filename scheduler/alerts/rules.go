@@ -268,7 +268,8 @@ func (w *watch) checkVolume(ctx context.Context, rows int64, before bool) error 
 	}
 	var vols []int64
 	for _, r := range runs {
-		if r.Status == store.RunSucceeded && r.ID != w.run.ID {
+		// A replay reads the quarantine, not the table: not a volume.
+		if r.Status == store.RunSucceeded && r.ID != w.run.ID && r.Trigger != "replay" {
 			vols = append(vols, r.RowsRead)
 			if len(vols) == 30 {
 				break
@@ -388,7 +389,7 @@ func (w *watch) End(ctx context.Context, r store.Run, st run.Stats) store.RunEnd
 		w.checkRefused(r, counts)
 	}
 	if r.Status == store.RunSucceeded {
-		if v := w.rules.Volume; v != nil && v.Action != config.ActionOff && !w.volumeDone {
+		if v := w.rules.Volume; v != nil && v.Action != config.ActionOff && !w.volumeDone && r.Trigger != "replay" {
 			_ = w.checkVolume(ctx, r.RowsRead, false)
 		}
 		w.noteFresh(r, counts)

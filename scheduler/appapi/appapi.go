@@ -77,6 +77,7 @@ func (s *Server) Routes(route api.RouteFunc) {
 	route("PUT "+importsPath+"/{import_id}/manual-sync", "app_manual_sync", s.appHandler(true, s.handleManualSync))
 	route("GET "+importsPath+"/{import_id}/history", "app_import_history", s.appHandler(false, s.handleImportHistory))
 	route("GET "+importsPath+"/{import_id}/preview", "app_import_preview", s.appHandler(false, s.handleImportPreview))
+	s.ledgerRoutes(route)
 	route("GET "+connectionsPath, "app_connections", s.appHandler(false, s.handleConnectionList))
 	route("POST "+connectionsPath, "app_connection_create", s.appHandler(true, s.handleConnectionCreate))
 	route("DELETE "+connectionsPath+"/{connection_id}", "app_connection_delete", s.appHandler(true, s.handleConnectionDelete))

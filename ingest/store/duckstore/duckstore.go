@@ -373,7 +373,7 @@ func (s *Store) init(ctx context.Context, fresh bool) error {
 	if err != nil {
 		return fmt.Errorf("create schema: %w", err)
 	}
-	for _, stmt := range slices.Concat(schema, membersSchema, sharedSchema, mirrorSchema, dailySchema, historySchema) {
+	for _, stmt := range slices.Concat(schema, membersSchema, sharedSchema, mirrorSchema, dailySchema, historySchema, ledgerTables) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			_ = tx.Rollback()
 			return fmt.Errorf("create schema: %w", err)

@@ -266,6 +266,7 @@ func (s *Store) plan(ctx context.Context, batches []store.Batch) (store.WriteRes
 				}
 				if !isNew {
 					br.Duplicates++
+					br.DupEvents = append(br.DupEvents, int32(ei))
 					continue
 				}
 				sc.added = append(sc.added, r.key)

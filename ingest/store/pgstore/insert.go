@@ -179,6 +179,7 @@ func (w *writeTx) insertSkipping(ctx context.Context, src *eventRows, res *store
 			b := &res.Batches[w.stage[i].batch]
 			b.Inserted--
 			b.Duplicates++
+			b.DupEvents = append(b.DupEvents, w.stage[i].ev)
 		}
 	}
 	return nil

@@ -234,6 +234,10 @@ var migrations = []string{
 
 	// 11: History tables' versions (history.go).
 	historyMigration,
+
+	// 12: the row-level ledger of sync runs and the quarantine of refused
+	// rows (ledger.go).
+	ledgerMigration,
 }
 
 // createStage makes the per-connection staging table of Write's slow path

@@ -41,6 +41,7 @@ type lockedGraph struct {
 
 type stageRow struct {
 	batch   int32
+	ev      int32 // index in its batch's Events (WriteResult.DupEvents)
 	project int64
 	e       *store.Event
 	key     store.Key
@@ -224,7 +225,7 @@ func (w *writeTx) plan(ctx context.Context, bi int, b *store.Batch, br *store.Wr
 			continue
 		}
 		e := &b.Events[ei]
-		r := stageRow{batch: int32(bi), project: b.Project, e: e, common: b.Common}
+		r := stageRow{batch: int32(bi), ev: int32(ei), project: b.Project, e: e, common: b.Common}
 		if e.Dedupable() {
 			r.key = e.Key
 			if r.key == (store.Key{}) {
@@ -235,6 +236,7 @@ func (w *writeTx) plan(ctx context.Context, bi int, b *store.Batch, br *store.Wr
 			id := dedupID{b.Project, r.key}
 			if _, dup := seen[id]; dup {
 				br.Duplicates++
+				br.DupEvents = append(br.DupEvents, int32(ei))
 				continue
 			}
 			seen[id] = struct{}{}

@@ -88,6 +88,8 @@ func Run(t *testing.T, h Harness) {
 		{name: "Import_DeleteEvents", fn: testDeleteImportEvents},
 		{name: "Mirror_State", fn: testMirrorState},
 		{name: "History_Versions", fn: testHistoryVersions},
+		{name: "Ledger_HistoryQuarantinePrune", fn: testLedger},
+		{name: "Write_DupEvents", fn: testWriteDupEvents},
 		{name: "Shared_Tokens", fn: testSharedTokens},
 		{name: "Shared_Rate", fn: testSharedRate},
 		{name: "Ping", fn: testPing},
