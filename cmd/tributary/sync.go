@@ -140,6 +140,7 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if r.Failed > 0 {
 		fmt.Fprintf(stdout, "first failures: %s\n", r.Failures)
 	}
+	printMirrorCounts(ctx, stdout, st, r)
 	if r.Status != store.RunSucceeded {
 		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)
 	}
