@@ -54,7 +54,7 @@ bench: build
 	$(GO) run ./integration/loadgen -bin $(BIN) -store '$(BENCH_PG)' -procs 3 -preload $(BENCH_PG_PRELOAD)
 	$(GO) run ./integration/syncbench -bin $(BIN) -rows 1000000,5000000
 	$(GO) run ./integration/syncbench -bin $(BIN) -rows $(BENCH_SYNC_ROWS) -store '$(BENCH_PG)' -procs 3
-	$(GO) run ./integration/syncbench -bin $(BIN) -rows $(BENCH_MIRROR_ROWS) -mirror -memory-limit 300MB
+	$(GO) run ./integration/syncbench -bin $(BIN) -rows $(BENCH_MIRROR_ROWS) -mirror -memory-limit 1GB
 
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzSplitDecode -fuzztime 60s ./ingest/record/
