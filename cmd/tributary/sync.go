@@ -144,6 +144,7 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if r.Failed > 0 {
 		fmt.Fprintf(stdout, "first failures: %s\n", failures)
 	}
+	printMirrorCounts(ctx, stdout, st, r)
 	if r.Status != store.RunSucceeded {
 		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)
 	}

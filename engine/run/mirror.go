@@ -64,6 +64,7 @@ type mirrorRun struct {
 	ms      store.Mirrors
 	gen     int64       // this run's seen mark; 0 plans without writing
 	plan    *MirrorPlan // set when planning
+	planned *MirrorPlan // applying: the planning pass's counts, if it ran
 	matched int64       // planning: keys found in the state
 
 	schema *connectors.Schema // discovered, with PrimaryKey = the key
@@ -113,6 +114,7 @@ func (r *Runner) PlanMirror(ctx context.Context, im *importspec.Import, project 
 // after transient source errors (applying again is idempotent).
 func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project importspec.Project, opt Options, st *Stats) error {
 	im = im.ForHistory()
+	var planned *MirrorPlan
 	if im.MaxDeletes > 0 || im.MaxChangeRatio > 0 {
 		plan, err := r.PlanMirror(ctx, im, project)
 		if err != nil {
@@ -121,6 +123,7 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 		if err := CheckLimits(im, plan); err != nil {
 			return fmt.Errorf("import %s: %w", im.ID, connectors.Permanent(err))
 		}
+		planned = &plan
 	}
 	if ms, ok := r.Store.(store.Mirrors); ok && opt.RunID != "" {
 		defer func() {
@@ -134,7 +137,7 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 	gen := r.now().UnixNano()
 	bo := r.Backoff.withDefaults()
 	for attempt := 0; ; attempt++ {
-		mr := &mirrorRun{r: r, im: im, project: project, opt: opt, st: st, gen: gen}
+		mr := &mirrorRun{r: r, im: im, project: project, opt: opt, st: st, gen: gen, planned: planned}
 		err := mr.pass(ctx)
 		if err == nil {
 			break
@@ -209,6 +212,9 @@ func (mr *mirrorRun) pass(ctx context.Context) error {
 	s := *schema
 	s.PrimaryKey = key
 	mr.schema = &s
+	if err := mr.preflight(ctx, src); err != nil {
+		return err
+	}
 	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID}
 	if im.ImportType == importspec.LookupTable {
 		cols := []string{im.PropertyKeyColumnName}

@@ -23,9 +23,8 @@ import (
 // recreated, a truncation) on every source kind this package can run
 // for real: a DuckDB table (TestMirrorEvents), a PostgreSQL table, and
 // Parquet files read through DuckDB (rewritten whole each round, keyed by
-// key_columns as files have no primary key). The Snowflake and BigQuery
-// sources read the same Arrow batches through the same engine; their
-// fakes live in their own packages' tests.
+// key_columns as files have no primary key). Snowflake and BigQuery run
+// the same rounds in mirror_snowflake_test.go and mirror_bigquery_test.go.
 func TestMirrorSourceKinds(t *testing.T) {
 	for _, sc := range testStores(t) {
 		t.Run(sc.name+"/postgres", func(t *testing.T) {

@@ -26,8 +26,13 @@ type Plan struct {
 	// -1 when the source cannot count. A function, because a count can
 	// cost a warehouse query: only a rule that needs it asks.
 	SourceRows func(ctx context.Context) int64
-	// Whole: the run reads the whole table (full_sync, one_time, --full).
+	// Whole: the run reads the whole table (full_sync, one_time, --full,
+	// a Mirror run's keyed diff).
 	Whole bool
+	// Mirror: what a Mirror run is about to insert, update and delete,
+	// when its planning pass ran (max_deletes or max_change_ratio set);
+	// nil otherwise (mirrorpreflight.go).
+	Mirror *MirrorPlan
 }
 
 // preflight calls Options.Preflight once per run, before the first write:

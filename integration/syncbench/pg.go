@@ -177,6 +177,10 @@ func (db *benchDB) drop() {
 	if db.conn != nil {
 		db.conn.Close(ctx)
 	}
+	// A Mirror import's replication slot would keep the database.
+	if _, err := db.admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = $1", db.name); err != nil {
+		fmt.Fprintf(os.Stderr, "syncbench: drop the replication slots of %s: %v\n", db.name, err)
+	}
 	if _, err := db.admin.Exec(ctx, "DROP DATABASE IF EXISTS "+db.name+" WITH (FORCE)"); err != nil {
 		fmt.Fprintf(os.Stderr, "syncbench: drop %s: %v\n", db.name, err)
 	}
