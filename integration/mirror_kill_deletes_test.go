@@ -3,7 +3,6 @@ package integration
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -30,25 +29,7 @@ func TestMirrorKill9WhileDeleting(t *testing.T) {
 
 func testMirrorKillDeletes(t *testing.T, storeKind string) {
 	const rows = 120_000
-	db := newPGDB(t)
-	db.eventTable(t, rows)
-	cfg := defaultConfig()
-	if storeKind == "postgres" {
-		cfg.Store, cfg.SyncLease = storeURL(t, newPGDB(t)), "3s"
-	}
-	s := syncServerCfg(t, db, cfg)
-	base := fmt.Sprintf("/api/app/projects/%d/warehouse-sources/imports", mainID)
-	created := s.do(t, request{Path: base + "/event-stream", Auth: asOwner, Body: []byte(`{"sync_mode":"mirror_mode",
-		"warehouse_source_id":` + syncConn + `,"table_params":{"table":"ev"},"event_name":"purchase",
-		"time_column_name":"event_time","user_column_name":"user_id","json_properties_column_name":"props","run_every":0}`)})
-	if created.Status != http.StatusOK {
-		t.Fatalf("create: %s", created)
-	}
-	var c struct{ Results map[string]any }
-	if err := json.Unmarshal(created.Body, &c); err != nil {
-		t.Fatal(err)
-	}
-	imp := fmt.Sprint(c.Results["id"])
+	s, db, imp := mirrorKillSetup(t, storeKind, rows)
 	final := func(label string) {
 		t.Helper()
 		id := manualSync(t, s, imp)

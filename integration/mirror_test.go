@@ -30,26 +30,7 @@ func TestMirrorExactAcrossKill9(t *testing.T) {
 
 func testMirrorKill9(t *testing.T, storeKind string) {
 	const rows = 80_000
-	db := newPGDB(t)
-	db.eventTable(t, rows)
-	cfg := defaultConfig()
-	if storeKind == "postgres" {
-		// A killed run is taken over once its lease lapses.
-		cfg.Store, cfg.SyncLease = storeURL(t, newPGDB(t)), "3s"
-	}
-	s := syncServerCfg(t, db, cfg)
-	base := fmt.Sprintf("/api/app/projects/%d/warehouse-sources/imports", mainID)
-	created := s.do(t, request{Path: base + "/event-stream", Auth: asOwner, Body: []byte(`{"sync_mode":"mirror_mode",
-		"warehouse_source_id":` + syncConn + `,"table_params":{"table":"ev"},"event_name":"purchase",
-		"time_column_name":"event_time","user_column_name":"user_id","json_properties_column_name":"props","run_every":0}`)})
-	if created.Status != http.StatusOK {
-		t.Fatalf("create: %s", created)
-	}
-	var c struct{ Results map[string]any }
-	if err := json.Unmarshal(created.Body, &c); err != nil {
-		t.Fatal(err)
-	}
-	imp := fmt.Sprint(c.Results["id"])
+	s, db, imp := mirrorKillSetup(t, storeKind, rows)
 
 	// killedRun starts a run and kills the server at a random point of it
 	// (or lets it end when it is faster), then restarts it.
@@ -136,6 +117,35 @@ func testMirrorKill9(t *testing.T, storeKind string) {
 	if m := quiet.Mirror; m == nil || m.Inserted+m.Updated+m.Deleted != 0 || (m.Unchanged != want && m.Unchanged != 0) {
 		t.Fatalf("quiet run counts %+v, want nothing changed (%d unchanged, or none read through the feed)", quiet.Mirror, want)
 	}
+}
+
+// mirrorKillSetup serves a Postgres table ev of n rows through a Mirror
+// import created over the app API, on the embedded store or on a
+// Postgres store whose killed runs are taken over once their lease
+// (3 s) lapses; it returns the server, the source and the import's id.
+func mirrorKillSetup(t *testing.T, storeKind string, n int) (*server, *pgDB, string) {
+	t.Helper()
+	db := newPGDB(t)
+	db.eventTable(t, n)
+	cfg := defaultConfig()
+	if storeKind == "postgres" {
+		// A killed run is taken over once its lease lapses.
+		cfg.Store, cfg.SyncLease = storeURL(t, newPGDB(t)), "3s"
+	}
+	s := syncServerCfg(t, db, cfg)
+	base := fmt.Sprintf("/api/app/projects/%d/warehouse-sources/imports", mainID)
+	created := s.do(t, request{Path: base + "/event-stream", Auth: asOwner, Body: []byte(`{"sync_mode":"mirror_mode",
+		"warehouse_source_id":` + syncConn + `,"table_params":{"table":"ev"},"event_name":"purchase",
+		"time_column_name":"event_time","user_column_name":"user_id","json_properties_column_name":"props","run_every":0}`)})
+	if created.Status != http.StatusOK {
+		t.Fatalf("create: %s", created)
+	}
+	var c struct{ Results map[string]any }
+	if err := json.Unmarshal(created.Body, &c); err != nil {
+		t.Fatal(err)
+	}
+	imp := fmt.Sprint(c.Results["id"])
+	return s, db, imp
 }
 
 type mirrorRunRow struct {
