@@ -207,7 +207,9 @@ const imp = (id) => `/api/app/projects/${PROJECT}/warehouse-sources/imports/${en
   });
   await check("failures", async () => {
     await page.goto(`${URL}/#/p/${PROJECT}/imports/${encodeURIComponent(BAD)}/runs/${encodeURIComponent(BAD_RUN)}`);
-    await page.locator("table.failures tbody tr td").first().waitFor({ timeout: 10000 });
+    // The previous page (a run without failures) may still be shown while
+    // this one loads: wait for a failure's own cell, not the "None." row.
+    await page.locator("table.failures tbody tr td:not(.empty)").first().waitFor({ timeout: 10000 });
     const n = await page.locator("table.failures tbody tr").count();
     const first = await page.locator("table.failures tbody tr").first().innerText();
     assert(n > 0 && n <= 100, `${n} failure rows`);
