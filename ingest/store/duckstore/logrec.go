@@ -381,6 +381,16 @@ func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 	if r.err != nil || len(r.b) == 0 {
 		return rows, r.err
 	}
+	if err := r.usageSection(v.usage); err != nil || len(r.b) == 0 {
+		return rows, err
+	}
+	return rows, r.usageSection(v.day)
+}
+
+// usageSection reads one section of usage counts, the months' or (in a
+// section of its own, so older builds stop before it) the days', and
+// hands each to fn when it is set.
+func (r *logReader) usageSection(fn func(*logUsage) error) error {
 	var u logUsage
 	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
 		u.project = r.varint()
@@ -390,28 +400,11 @@ func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 		if r.err != nil {
 			break
 		}
-		if v.usage != nil {
-			if err := v.usage(&u); err != nil {
-				return rows, err
+		if fn != nil {
+			if err := fn(&u); err != nil {
+				return err
 			}
 		}
 	}
-	if r.err != nil || len(r.b) == 0 {
-		return rows, r.err
-	}
-	for n := r.uvarint(); n > 0 && r.err == nil; n-- {
-		u.project = r.varint()
-		u.month = r.bytes()
-		u.source = r.bytes()
-		u.events = r.varint()
-		if r.err != nil {
-			break
-		}
-		if v.day != nil {
-			if err := v.day(&u); err != nil {
-				return rows, err
-			}
-		}
-	}
-	return rows, r.err
+	return r.err
 }
