@@ -67,6 +67,11 @@ func (r *Registry) Counter(name, help string, labels ...string) *CounterVec {
 	}
 	c := &CounterVec{labels: labels, vec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)}
 	r.reg.MustRegister(c.vec)
+	if len(labels) == 0 {
+		// Its one series exists from the start at 0, so that rate() and
+		// increase() see the first increment.
+		c.vec.WithLabelValues()
+	}
 	r.counters[name] = c
 	return c
 }

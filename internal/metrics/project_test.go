@@ -20,6 +20,7 @@ func TestWriteProject(t *testing.T) {
 	rej := r.Counter("rejected_total", "Rejected.", "project", "reason")
 	rej.Add(1, "2", "too_large")
 	r.Counter("http_total", "HTTP.", "route", "code").Add(9, "import", "200")
+	r.Counter("reaped_total", "Reaped.") // never incremented
 	r.Gauge("queue", "Queue.", func() float64 { return 4 })
 	r.Histogram("commit_seconds", "Commit.", 0.1).Observe(0)
 	r.GaugeFamily("usage", "Usage.", []string{"source", "project"}, func(emit func(float64, ...string)) {
@@ -32,7 +33,7 @@ func TestWriteProject(t *testing.T) {
 		want, notWant []string
 	}{
 		{"1", []string{`accepted_total{project="1"} 3`, `usage{project="1",source="track"} 10`, "# TYPE accepted_total counter"},
-			[]string{`project="2"`, `project="12"`, "rejected_total", "http_total", "queue", "commit_seconds", "go_", "process_"}},
+			[]string{`project="2"`, `project="12"`, "rejected_total", "http_total", "reaped_total", "queue", "commit_seconds", "go_", "process_"}},
 		{"2", []string{`accepted_total{project="2"} 5`, `rejected_total{project="2",reason="too_large"} 1`, `usage{project="2",source="track"} 20`},
 			[]string{`project="1"`, "http_total", "queue", "commit_seconds", "go_", "process_"}},
 		{"99", nil, []string{`project="`, "http_total", "# TYPE"}},
@@ -57,7 +58,7 @@ func TestWriteProject(t *testing.T) {
 	if err := r.Write(&all); err != nil {
 		t.Fatal(err)
 	}
-	for _, w := range []string{`project="1"`, `project="2"`, `project="12"`, "http_total{", "queue 4", "commit_seconds_count 1",
+	for _, w := range []string{`project="1"`, `project="2"`, `project="12"`, "http_total{", "queue 4", "commit_seconds_count 1", "reaped_total 0\n",
 		"# TYPE go_goroutines gauge", "# TYPE process_cpu_seconds_total counter"} {
 		if !strings.Contains(all.String(), w) {
 			t.Errorf("the full scrape lacks %q", w)
