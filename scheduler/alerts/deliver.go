@@ -162,11 +162,11 @@ const flushSettle = 5 * time.Second
 // is left or wait has passed: a one-shot process (`tributary sync`)
 // hands over what it raised before it exits. One that fails waits in the
 // outbox for its backoff, as with serve, and is not tried again here
-// (the next process sends it). An attempt still
-// going at the end is cut short and not settled: the alert stays pending
-// without counting an attempt, leased only until the end plus
-// flushSettle, so the next process (sync or serve) sends it. It returns
-// how many alerts of the outbox are still pending.
+// (the next process sends it). An attempt still going at the end is cut
+// short and not settled: the alert stays pending without counting an
+// attempt, leased only until the end plus flushSettle, so the next
+// process (sync or serve) sends it. It returns how many alerts of the
+// outbox are still pending.
 func (d *Deliverer) Flush(ctx context.Context, wait time.Duration) (pending int64) {
 	fctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
