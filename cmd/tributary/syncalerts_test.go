@@ -63,6 +63,12 @@ func (r *hookReceiver) set(mode string) {
 	r.mu.Unlock()
 }
 
+func (r *hookReceiver) attempts() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.tried
+}
+
 // kinds counts what was accepted by kind, with the duplicates received.
 func (r *hookReceiver) kinds() (map[string]int, int) {
 	r.mu.Lock()
@@ -150,9 +156,13 @@ func TestSyncRaisesAndDeliversAlerts(t *testing.T) {
 	// Receiver down: the sync ends as it would without alerts, saying
 	// the alert waits; the next one delivers it with its own.
 	hook.set("down")
+	before := hook.attempts()
 	err, out := syncOnce(t, "-c", bad)
 	if err == nil || !strings.Contains(out, "1 alert(s) not delivered") {
 		t.Fatalf("sync with the receiver down: %v\n%s", err, out)
+	}
+	if n := hook.attempts() - before; n != 1 {
+		t.Fatalf("the sync tried the refused alert %d times; want once (then its backoff)", n)
 	}
 	hook.set("")
 	if err, out := syncOnce(t, "-c", good); err != nil {
