@@ -120,8 +120,8 @@ func TestAlertDeliveredOnceAcrossKill9(t *testing.T) {
 	t.Logf("run_failed as received after the restart: %s", hook.first["run_failed"])
 	hook.mu.Unlock()
 	page := s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: asOwner})
-	for _, want := range []string{`tributary_alerts_sent_total{project="1",destination="hook",kind="run_recovered"} 1`,
-		`tributary_sync_last_run_status{project="1",import="ev-sync",status="SUCCEEDED"} 1`} {
+	for _, want := range []string{`tributary_alerts_sent_total{destination="hook",kind="run_recovered",project="1"} 1`,
+		`tributary_sync_last_run_status{import="ev-sync",project="1",status="SUCCEEDED"} 1`} {
 		if !strings.Contains(string(page.Body), want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -203,8 +203,8 @@ func TestHealthAndMetrics(t *testing.T) {
 		`tributary_records_accepted_total{project="1"} 10`,
 		`tributary_store_events_written_total{outcome="inserted"} 5`,
 		`tributary_store_events_written_total{outcome="duplicate"} 5`,
-		`tributary_http_requests_total{route="import",code="200"} 2`,
-		`tributary_http_requests_total{route="import",code="401"} 1`,
+		`tributary_http_requests_total{code="200",route="import"} 2`,
+		`tributary_http_requests_total{code="401",route="import"} 1`,
 	} {
 		if !bytes.Contains(r.Body, []byte(line+"\n")) {
 			t.Errorf("metrics lack %q", line)

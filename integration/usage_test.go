@@ -135,12 +135,12 @@ func TestUsageBySource(t *testing.T) {
 
 	metrics := string(s.do(t, request{Method: http.MethodGet, Path: "/metrics", Auth: asSecret}).Body)
 	for src, n := range want {
-		line := fmt.Sprintf(`tributary_usage_events{project="%d",source="%s",month="%s"} %d`, mainID, src, month, n)
+		line := fmt.Sprintf(`tributary_usage_events{month="%s",project="%d",source="%s"} %d`, month, mainID, src, n)
 		if !strings.Contains(metrics, line+"\n") {
 			t.Errorf("/metrics lacks %s", line)
 		}
 	}
-	if strings.Contains(metrics, fmt.Sprintf(`{project="%d"`, otherID)) {
+	if strings.Contains(metrics, fmt.Sprintf(`project="%d"`, otherID)) {
 		t.Errorf("/metrics with project %d's secret shows project %d's series:\n%s", mainID, otherID, metrics)
 	}
 

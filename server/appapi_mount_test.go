@@ -125,9 +125,9 @@ func TestMountedRoutes(t *testing.T) {
 	defer res.Body.Close()
 	b, _ := io.ReadAll(res.Body)
 	for _, want := range []string{
-		`tributary_http_requests_total{route="app_imports",code="200"} 1`,
-		`tributary_http_requests_total{route="app_manual_sync",code="403"} 1`,
-		`tributary_http_requests_total{route="not_found",code="404"} 1`,
+		`tributary_http_requests_total{code="200",route="app_imports"} 1`,
+		`tributary_http_requests_total{code="403",route="app_manual_sync"} 1`,
+		`tributary_http_requests_total{code="404",route="not_found"} 1`,
 	} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("/metrics lacks %s", want)

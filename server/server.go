@@ -47,6 +47,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 		}
 	}()
 	reg := metrics.New()
+	reg.AddRuntime() // go_* and process_*: the metrics_token's scrape only
 	ist := instrumented(st, reg)
 	committer := commit.New(ist, commit.Options{})
 	reg.Gauge("tributary_commit_queue_requests", "Requests waiting for the next group-commit write.",

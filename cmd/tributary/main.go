@@ -30,7 +30,9 @@ commands:
   sources test -c IMPORT.yaml                             check the source: connect, describe, read a row
   migrate amplitude --api-key K --api-secret S --token T [--start D --end D] [--dry-run] [--region EU]
                                                           copy Amplitude history into a project (foreground)
-  sync -c IMPORT.yaml [--full] [--config FILE]            run one import once in the foreground (server stopped)
+  sync -c IMPORT.yaml [--full] [--config FILE] [--alert-wait 5s] [--resume]
+                                                          run one import once in the foreground (server stopped);
+                                                          raises and delivers the project's alerts
   runs [--import ID] [--project N] [--config FILE]        list sync history
 `
 

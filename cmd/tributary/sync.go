@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tributary-dev/tributary/engine/importspec"
 	syncrun "github.com/tributary-dev/tributary/engine/run"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
@@ -74,12 +75,17 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	dataDir := fs.String("data-dir", "", "data directory (overrides the config's data_dir)")
 	quiet := fs.Bool("quiet", false, "no progress line")
 	pprofAddr := fs.String("pprof", "", "serve net/http/pprof on this address (loopback only; for profiling)")
+	alertWait := fs.Duration("alert-wait", defaultAlertWait, "how long to deliver the alerts the run raised before exiting (0: leave them in the outbox for the next sync or serve)")
+	resume := fs.Bool("resume", false, "resume an import a monitoring rule paused (accepting the volume that paused it), then run it")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
 	paths := append(*fl, fs.Args()...)
 	if len(paths) != 1 {
 		return errors.New("sync: give one import file with -c FILE")
+	}
+	if *alertWait < 0 {
+		return errors.New("sync: --alert-wait must not be negative")
 	}
 	env, err := loadImportEnv(*cfgPath, true, nil)
 	if err != nil {
@@ -111,13 +117,20 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	project, _ := projects(im.ProjectID)
+	// The catalog knows the import so that a volume rule can pause it
+	// (and --resume resume it) as the app API would.
 	cat, err := scheduler.NewCatalog(ctx, scheduler.CatalogOptions{Store: st, Registry: reg, Projects: projects,
-		Connections: env.loader.Connections, MinInterval: time.Duration(cfg.MinScheduleInterval), Log: log,
+		Files: []*importspec.Import{im}, Connections: env.loader.Connections, MinInterval: time.Duration(cfg.MinScheduleInterval), Log: log,
 		ConnectionKey: cfg.ConnectionKeyBytes(), HostAllowed: cfg.HostAllowed})
 	if err != nil {
 		return err
 	}
-	sched := scheduler.New(cat, scheduler.Options{Runner: &syncrun.Runner{Registry: reg, Store: st, Log: log}, Store: st, Log: log})
+	if err := resumeOrRefuse(ctx, cat, im, *resume, stdout); err != nil {
+		return err
+	}
+	al := newSyncAlerts(cfg, st, cat, log)
+	sched := scheduler.New(cat, scheduler.Options{Runner: &syncrun.Runner{Registry: reg, Store: st, Log: log}, Store: st, Log: log,
+		Monitor: al.monitor()})
 	// Stopped before the store closes (defers run last-in first-out): the
 	// lease renewal loop would otherwise tick into a closing store.
 	defer func() { _ = sched.Stop(context.WithoutCancel(ctx)) }()
@@ -134,6 +147,9 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	bar.finish()
+	// Before the result is told: a failed run's alert goes out (or
+	// waits in the outbox) whatever the exit status.
+	al.finish(ctx, im, *alertWait, stderr)
 	dur := time.Duration(r.EndedMs-r.StartedMs) * time.Millisecond
 	fmt.Fprintf(stdout, "run %s %s: %d rows read, %d imported, %d duplicates, %d failed, %s in %s (%.0f rows/s)\n",
 		r.ID, r.Status, r.RowsRead, r.Imported, r.Duplicate, r.Failed, bytesText(r.Bytes), dur.Round(time.Millisecond), rate(r.RowsRead, dur))
@@ -148,6 +164,25 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if r.Status != store.RunSucceeded {
 		return fmt.Errorf("run %s %s: %s", r.ID, r.Status, r.Reason)
 	}
+	return nil
+}
+
+// resumeOrRefuse applies --resume, or refuses to run an import a
+// monitoring rule paused: its reason says what it saw, and running it
+// would import (or delete) what the rule held back.
+func resumeOrRefuse(ctx context.Context, cat *scheduler.Catalog, im *importspec.Import, resume bool, stdout io.Writer) error {
+	e, ok := cat.Get(im.ProjectID, im.ID)
+	if !ok || !e.Import.Paused || e.PausedReason == "" {
+		return nil
+	}
+	if !resume {
+		return fmt.Errorf("import %s is paused: %s (run `tributary sync --resume` to accept and run it)", im.ID, e.PausedReason)
+	}
+	paused := false
+	if _, err := cat.Patch(ctx, im.ProjectID, im.ID, &paused, nil); err != nil {
+		return fmt.Errorf("resuming import %s: %w", im.ID, err)
+	}
+	fmt.Fprintf(stdout, "import %s resumed (was: %s)\n", im.ID, e.PausedReason)
 	return nil
 }
 

@@ -279,21 +279,18 @@ func (s *Server) handleHealth(w http.ResponseWriter, r *http.Request) {
 // (metrics_token, as a Bearer token); to the credentials of someone who
 // may administer a project (its API secret, or an owner/admin service
 // account) only the series labelled with that project, since the rest
-// would describe the other projects' traffic (metrics.WriteProject).
+// would describe the other projects' traffic (metrics.ProjectHandler).
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	project, all, ok := s.metricsScope(r)
 	if !ok {
 		writeError(w, http.StatusUnauthorized, "/metrics needs the metrics_token as a Bearer token, or a project's API secret or an owner or admin service account (Basic auth)")
 		return
 	}
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	var err error
+	// The library's handler: the text format, or OpenMetrics or protobuf
+	// when the scraper asks, gzipped when it accepts that.
 	if all {
-		err = s.met.reg.Write(w)
-	} else {
-		err = s.met.reg.WriteProject(w, project)
+		s.met.reg.Handler(s.log).ServeHTTP(w, r)
+		return
 	}
-	if err != nil {
-		s.log.Warn("writing metrics", "err", err)
-	}
+	s.met.reg.ProjectHandler(project, s.log).ServeHTTP(w, r)
 }

@@ -1,48 +1,34 @@
 package metrics
 
 import (
-	"fmt"
-	"math"
-	"sort"
-	"strings"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // gaugeFamily is a labelled gauge whose series are read at scrape time,
 // for values that live elsewhere (a store's counters): copying them into
 // the registry on every change would mean a second, drifting copy.
 type gaugeFamily struct {
-	labels  []string
+	desc    *prometheus.Desc
 	collect func(emit func(v float64, values ...string))
 }
 
 // GaugeFamily registers (or replaces) a labelled gauge read at scrape
 // time: collect calls emit once per series, label values in the order of
-// labels. Collect runs without the registry's lock, so it may be slow.
+// labels. Collect runs at each scrape, outside the registry's lock, so it
+// may be slow.
 func (r *Registry) GaugeFamily(name, help string, labels []string, collect func(emit func(v float64, values ...string))) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.families[name], r.help[name] = &gaugeFamily{labels: labels, collect: collect}, help
+	r.replace(name, &gaugeFamily{desc: prometheus.NewDesc(name, help, labels, nil), collect: collect})
 }
 
-// write appends the family's series that keep takes, sorted by label values.
-func (f *gaugeFamily) write(b *strings.Builder, name string, keep func(values []string) bool) {
-	type series struct {
-		key string
-		v   float64
-	}
-	var all []series
+// Describe implements prometheus.Collector.
+func (f *gaugeFamily) Describe(ch chan<- *prometheus.Desc) { ch <- f.desc }
+
+// Collect implements prometheus.Collector. A series whose values do not
+// fit the labels is left out (NewConstMetric refuses it).
+func (f *gaugeFamily) Collect(ch chan<- prometheus.Metric) {
 	f.collect(func(v float64, values ...string) {
-		if !keep(values) {
-			return
+		if m, err := prometheus.NewConstMetric(f.desc, prometheus.GaugeValue, noNaN(v), validUTF8(values)...); err == nil {
+			ch <- m
 		}
-		if math.IsNaN(v) {
-			v = 0
-		}
-		all = append(all, series{labelText(f.labels, values), v})
 	})
-	sort.Slice(all, func(i, j int) bool { return all[i].key < all[j].key })
-	fmt.Fprintf(b, "# TYPE %s gauge\n", name)
-	for _, s := range all {
-		fmt.Fprintf(b, "%s%s %g\n", name, s.key, s.v)
-	}
 }

@@ -1,45 +1,61 @@
-// Package metrics keeps the server's counters and histograms and writes
-// them in the Prometheus text exposition format. It is deliberately tiny:
-// a handful of series does not justify a client library and its globals.
+// Package metrics is the server's registry of counters, histograms and
+// gauges, on the Prometheus client library (client_golang): the
+// exposition (text, OpenMetrics, protobuf, gzip) is the library's, and
+// this package adds what Tributary needs over it: registration by name
+// from any layer without package-level state, gauges read from the store
+// at scrape time, and scrapes scoped to one project (project.go).
 package metrics
 
 import (
-	"fmt"
-	"io"
 	"math"
-	"slices"
-	"sort"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
+	"unicode/utf8"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
-// Registry owns every series; one per server, no package-level state.
+// Registry owns every series; one per server, no package-level state
+// (the library's default registry is never used).
 type Registry struct {
+	reg *prometheus.Registry
+
 	mu       sync.Mutex
 	counters map[string]*CounterVec
 	hists    map[string]*Histogram
-	gauges   map[string]func() float64
-	families map[string]*gaugeFamily // family.go
-	help     map[string]string
+	// byName are the gauges and gauge families, which registering again
+	// replaces (a component built anew reads from its new source).
+	byName map[string]prometheus.Collector
 }
 
 func New() *Registry {
 	return &Registry{
+		reg:      prometheus.NewRegistry(),
 		counters: map[string]*CounterVec{},
 		hists:    map[string]*Histogram{},
-		gauges:   map[string]func() float64{},
-		families: map[string]*gaugeFamily{},
-		help:     map[string]string{},
+		byName:   map[string]prometheus.Collector{},
+	}
+}
+
+// AddRuntime adds the Go runtime's and the process's collectors (go_*,
+// process_*). They describe the whole process, carry no project label,
+// and so are in the full scrape only, never in a project's.
+func (r *Registry) AddRuntime() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, c := range []prometheus.Collector{collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})} {
+		// Registered twice (a second server in one process): the first stays.
+		_ = r.reg.Register(c)
 	}
 }
 
 // CounterVec is a counter family keyed by label values.
 type CounterVec struct {
 	labels []string
-	mu     sync.RWMutex
-	series map[string]*atomic.Int64
+	vec    *prometheus.CounterVec
 }
 
 // Counter registers (or returns) a counter family.
@@ -49,175 +65,119 @@ func (r *Registry) Counter(name, help string, labels ...string) *CounterVec {
 	if c, ok := r.counters[name]; ok {
 		return c
 	}
-	c := &CounterVec{labels: labels, series: map[string]*atomic.Int64{}}
-	r.counters[name], r.help[name] = c, help
+	c := &CounterVec{labels: labels, vec: prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)}
+	r.reg.MustRegister(c.vec)
+	if len(labels) == 0 {
+		// Its one series exists from the start at 0, so that rate() and
+		// increase() see the first increment.
+		c.vec.WithLabelValues()
+	}
+	r.counters[name] = c
 	return c
 }
 
-// Add increments the series with these label values (in declaration order).
+// Add increments the series with these label values (in declaration
+// order). Values the exposition cannot carry are mended rather than
+// refused: a count is never worth a panic.
 func (c *CounterVec) Add(n int64, values ...string) {
-	key := strings.Join(values, "\x00")
-	c.mu.RLock()
-	v := c.series[key]
-	c.mu.RUnlock()
-	if v == nil {
-		c.mu.Lock()
-		if v = c.series[key]; v == nil {
-			v = new(atomic.Int64)
-			c.series[key] = v
-		}
-		c.mu.Unlock()
+	if m, err := c.vec.GetMetricWithLabelValues(validUTF8(values)...); err == nil {
+		m.Add(float64(n))
 	}
-	v.Add(n)
 }
 
-// Value reads one series (for tests and health reports).
+// Value reads one series (for tests and health reports) without creating it.
 func (c *CounterVec) Value(values ...string) int64 {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	if v := c.series[strings.Join(values, "\x00")]; v != nil {
-		return v.Load()
+	ch := make(chan prometheus.Metric, 16)
+	go func() { c.vec.Collect(ch); close(ch) }()
+	var out int64
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) == nil && sameLabels(c.labels, values, d.GetLabel()) {
+			out = int64(d.GetCounter().GetValue())
+		}
 	}
-	return 0
+	return out
+}
+
+// sameLabels reports whether pairs (sorted by name, as the library
+// keeps them) are names=values.
+func sameLabels(names, values []string, pairs []*dto.LabelPair) bool {
+	if len(names) != len(values) || len(pairs) != len(names) {
+		return false
+	}
+	for i, n := range names {
+		found := false
+		for _, p := range pairs {
+			if p.GetName() == n {
+				found = p.GetValue() == values[i]
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
 }
 
 // Histogram counts observations into fixed buckets (seconds).
 type Histogram struct {
-	bounds []float64
-	mu     sync.Mutex
-	counts []uint64
-	sum    float64
-	n      uint64
+	h prometheus.Histogram
 }
 
-// Histogram registers a histogram with the given upper bounds in seconds.
+// Histogram registers (or returns) a histogram with the given upper
+// bounds in seconds.
 func (r *Registry) Histogram(name, help string, bounds ...float64) *Histogram {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if h, ok := r.hists[name]; ok {
 		return h
 	}
-	h := &Histogram{bounds: bounds, counts: make([]uint64, len(bounds))}
-	r.hists[name], r.help[name] = h, help
+	h := &Histogram{h: prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: bounds})}
+	r.reg.MustRegister(h.h)
+	r.hists[name] = h
 	return h
 }
 
 // Observe records one duration.
-func (h *Histogram) Observe(d time.Duration) {
-	s := d.Seconds()
-	h.mu.Lock()
-	for i, b := range h.bounds {
-		if s <= b {
-			h.counts[i]++
-		}
-	}
-	h.sum += s
-	h.n++
-	h.mu.Unlock()
+func (h *Histogram) Observe(d time.Duration) { h.h.Observe(d.Seconds()) }
+
+// Gauge registers (or replaces) a value read at scrape time.
+func (r *Registry) Gauge(name, help string, f func() float64) {
+	r.replace(name, prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 {
+		return noNaN(f())
+	}))
 }
 
-// Gauge registers a value read at scrape time.
-func (r *Registry) Gauge(name, help string, f func() float64) {
+// replace registers c under name, unregistering what was there.
+func (r *Registry) replace(name string, c prometheus.Collector) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	r.gauges[name], r.help[name] = f, help
+	if old, ok := r.byName[name]; ok {
+		r.reg.Unregister(old)
+	}
+	r.reg.MustRegister(c)
+	r.byName[name] = c
 }
 
-// Write writes every series in the text exposition format.
-func (r *Registry) Write(w io.Writer) error { return r.write(w, nil) }
-
-// ProjectLabel is the label that says which project a series is about.
-const ProjectLabel = "project"
-
-// WriteProject writes only the series about one project: those whose
-// project label is project. Families without that label (HTTP totals,
-// histograms, queue depths) are left out whole: they sum over every
-// project, so they would tell one project's owner about the others'
-// traffic. A scraper that needs them uses the metrics_token.
-func (r *Registry) WriteProject(w io.Writer, project string) error {
-	return r.write(w, &project)
+// validUTF8 returns values, or a copy with invalid UTF-8 mended (the
+// library refuses such label values).
+func validUTF8(values []string) []string {
+	for i, v := range values {
+		if !utf8.ValidString(v) {
+			out := append([]string(nil), values...)
+			for j := i; j < len(out); j++ {
+				out[j] = strings.ToValidUTF8(out[j], "\uFFFD")
+			}
+			return out
+		}
+	}
+	return values
 }
 
-// write writes every series, or with project set only that project's.
-func (r *Registry) write(w io.Writer, project *string) error {
-	r.mu.Lock()
-	names := make([]string, 0, len(r.help))
-	for n := range r.help {
-		names = append(names, n)
+// noNaN: a gauge that cannot be read now reads 0, as it always has here.
+func noNaN(v float64) float64 {
+	if math.IsNaN(v) {
+		return 0
 	}
-	r.mu.Unlock()
-	sort.Strings(names)
-	var b strings.Builder
-	for _, name := range names {
-		r.mu.Lock()
-		c, h, g, f, help := r.counters[name], r.hists[name], r.gauges[name], r.families[name], r.help[name]
-		r.mu.Unlock()
-		var labels []string
-		switch {
-		case c != nil:
-			labels = c.labels
-		case f != nil:
-			labels = f.labels
-		}
-		pi := slices.Index(labels, ProjectLabel)
-		if project != nil && pi < 0 {
-			continue
-		}
-		// keep reports whether a series with these label values is written.
-		keep := func(values []string) bool {
-			return project == nil || pi < len(values) && values[pi] == *project
-		}
-		fmt.Fprintf(&b, "# HELP %s %s\n", name, help)
-		switch {
-		case c != nil:
-			fmt.Fprintf(&b, "# TYPE %s counter\n", name)
-			c.mu.RLock()
-			keys := make([]string, 0, len(c.series))
-			for k := range c.series {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				values := strings.Split(k, "\x00")
-				if keep(values) {
-					fmt.Fprintf(&b, "%s%s %d\n", name, labelText(c.labels, values), c.series[k].Load())
-				}
-			}
-			c.mu.RUnlock()
-		case h != nil:
-			fmt.Fprintf(&b, "# TYPE %s histogram\n", name)
-			h.mu.Lock()
-			for i, bound := range h.bounds {
-				fmt.Fprintf(&b, "%s_bucket{le=\"%g\"} %d\n", name, bound, h.counts[i])
-			}
-			fmt.Fprintf(&b, "%s_bucket{le=\"+Inf\"} %d\n%s_sum %g\n%s_count %d\n", name, h.n, name, h.sum, name, h.n)
-			h.mu.Unlock()
-		case g != nil:
-			v := g()
-			if math.IsNaN(v) {
-				v = 0
-			}
-			fmt.Fprintf(&b, "# TYPE %s gauge\n%s %g\n", name, name, v)
-		case f != nil:
-			f.write(&b, name, keep)
-		}
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
-func labelText(names, values []string) string {
-	if len(names) == 0 {
-		return ""
-	}
-	parts := make([]string, len(names))
-	for i, n := range names {
-		v := ""
-		if i < len(values) {
-			v = values[i]
-		}
-		v = strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(v)
-		parts[i] = n + `="` + v + `"`
-	}
-	return "{" + strings.Join(parts, ",") + "}"
+	return v
 }

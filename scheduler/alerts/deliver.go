@@ -144,14 +144,51 @@ func (d *Deliverer) Run(ctx context.Context) {
 	}
 }
 
-// Once claims the alerts due now and delivers them, each destination
-// on its own goroutine so that a slow one does not hold the others up;
-// it returns how many it claimed.
+// Once claims the alerts due now and delivers them, each on its own
+// goroutine so that a slow destination does not hold the others up; it
+// returns how many it claimed.
 func (d *Deliverer) Once(ctx context.Context) int {
-	now := d.now()
 	// The lease outlasts the longest attempt with room to settle; the
 	// alerts of a process that dies mid-attempt go to another then.
-	alerts, err := d.outbox.ClaimAlerts(ctx, d.owner, now.UnixMilli(), now.Add(d.lease).UnixMilli(), 32)
+	now := d.now()
+	return d.once(ctx, now, now.Add(d.lease))
+}
+
+// flushSettle is the time left after a flush's end for the settles of
+// its last attempts: the lease holds until then, no longer.
+const flushSettle = 5 * time.Second
+
+// Flush makes one attempt at each alert due when it starts, until none
+// is left or wait has passed: a one-shot process (`tributary sync`)
+// hands over what it raised before it exits. One that fails waits in the
+// outbox for its backoff, as with serve, and is not tried again here
+// (the next process sends it). An attempt still going at the end is cut
+// short and not settled: the alert stays pending without counting an
+// attempt, leased only until the end plus flushSettle, so the next
+// process (sync or serve) sends it. It returns how many alerts of the
+// outbox are still pending.
+func (d *Deliverer) Flush(ctx context.Context, wait time.Duration) (pending int64) {
+	fctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	start := d.now()
+	until := start.Add(wait + flushSettle)
+	for fctx.Err() == nil && d.once(fctx, start, until) > 0 {
+	}
+	counts, err := d.outbox.AlertCounts(context.WithoutCancel(ctx))
+	if err != nil {
+		d.log.Warn("alerts: counting the outbox", "err", err)
+		return 0
+	}
+	for _, c := range counts {
+		pending += c[store.AlertPending]
+	}
+	return pending
+}
+
+// once claims the alerts due at due, leased until leaseUntil, and
+// delivers them.
+func (d *Deliverer) once(ctx context.Context, due, leaseUntil time.Time) int {
+	alerts, err := d.outbox.ClaimAlerts(ctx, d.owner, due.UnixMilli(), leaseUntil.UnixMilli(), 32)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("alerts: reading the outbox", "err", err)
