@@ -37,7 +37,8 @@ import (
 //   - people and groups: an insert or update $sets the row's properties
 //     and $unsets those that are NULL; a delete $unsets the table's
 //     properties on the profile, or with delete_profiles $deletes it;
-//   - lookup tables: any change replaces the table with the rows read.
+//   - lookup tables: changed rows are upserted and deleted rows removed,
+//     in one transaction when the run settles (mirrorlookup.go).
 
 // MirrorPlan is what a Mirror run would change (Runner.PlanMirror).
 type MirrorPlan struct {
@@ -76,7 +77,7 @@ type mirrorRun struct {
 	batch  store.Batch
 	table  *lookup.Builder
 	fixed  []string // people and groups: the properties a row sets
-	dirty  bool     // lookup tables: some row changed
+	lkDel  []string // lookup tables: the keys deleted (mirrorlookup.go)
 	hist   *histRun // History imports (history.go)
 
 	// per batch
@@ -270,13 +271,11 @@ func discovered(s *connectors.Schema) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// settle replaces a changed lookup table and marks the run's changes done.
+// settle applies a lookup table's changes and marks the run's changes done.
 func (mr *mirrorRun) settle(ctx context.Context) error {
 	im := mr.im
-	if mr.table != nil && mr.dirty {
-		if err := mr.r.Store.ReplaceLookup(ctx, im.ProjectID, im.LookupTableID, mr.table.Table().Batches()); err != nil {
-			return connectors.Permanent(fmt.Errorf("replace lookup table: %w", err))
-		}
+	if err := mr.applyLookup(ctx); err != nil {
+		return err
 	}
 	if err := mr.ms.MirrorSettle(context.WithoutCancel(ctx), im.ProjectID, im.ID, mr.opt.RunID); err != nil {
 		return connectors.Permanent(err)
@@ -357,13 +356,6 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 		return nil
 	}
 	slices.Sort(mr.changed)
-	if mr.table != nil {
-		// A lookup table is rebuilt from every row; changes only decide
-		// whether it is replaced.
-		if err := mr.mapLookup(rec); err != nil {
-			return err
-		}
-	}
 	if len(mr.changed) == 0 {
 		mr.progress()
 		return nil
@@ -502,17 +494,6 @@ func (mr *mirrorRun) progress() {
 		mr.st.Duration = mr.r.now().Sub(mr.st.Started)
 		mr.opt.Progress(*mr.st)
 	}
-}
-
-func (mr *mirrorRun) mapLookup(rec arrow.RecordBatch) error {
-	mr.out.Reset()
-	mr.m.Map(rec, &mr.out)
-	fails, err := mr.pv.Lookup(&mr.out, 0, mr.table)
-	if err != nil {
-		return connectors.Permanent(fmt.Errorf("lookup table %s: %w", mr.im.LookupTableID, err))
-	}
-	mr.fail(fails)
-	return nil
 }
 
 func (mr *mirrorRun) fail(errs []mapping.RowError) {

@@ -3,9 +3,12 @@ package run
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
+	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
@@ -79,4 +82,81 @@ func TestProfileRef(t *testing.T) {
 			t.Fatalf("%q %q: parsed %q %q", tc.id, tc.names, id, names)
 		}
 	}
+}
+
+// failLookupChange is a store whose next lookup change fails.
+type failLookupChange struct {
+	store.Store
+	store.Mirrors
+	fail bool
+}
+
+func (s *failLookupChange) ChangeLookup(ctx context.Context, project int64, id string, rows store.LookupRows, del []string) error {
+	if s.fail {
+		s.fail = false
+		return errors.New("injected failure")
+	}
+	return s.Store.(store.LookupChanges).ChangeLookup(ctx, project, id, rows, del)
+}
+
+// A Mirror lookup table changes in place: rows it did not change stay as
+// they are (a row uploaded by hand under the same table survives), and a
+// run whose change failed leaves its rows pending, so the next run applies
+// them.
+func TestMirrorLookupInPlace(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			st := sc.open(t)
+			fs := &failLookupChange{Store: st, Mirrors: st.(store.Mirrors)}
+			f := newMirrorFixture(t, fs,
+				"id: lk\nimport_type: lookup_table\ntable_params: {table: skus}\nlookup_table_id: skus\nproperty_key_column_name: sku\n",
+				`CREATE TABLE skus (sku VARCHAR, title VARCHAR)`,
+				`INSERT INTO skus VALUES ('a', 'Apple'), ('b', 'Banana'), ('c', 'Cherry')`)
+			rows := func() map[string]string {
+				out := map[string]string{}
+				if err := st.ScanLookup(context.Background(), 1, "skus", func(k string, row []byte) error {
+					out[k] = string(row)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			f.sync("first", 3, 0, 0)
+			// Another writer's row: a replacement would drop it.
+			if err := st.(store.LookupChanges).ChangeLookup(context.Background(), 1, "skus",
+				lookupRowsOf(t, "sku,title\nzz,Other\n"), nil); err != nil {
+				t.Fatal(err)
+			}
+			f.exec(`UPDATE skus SET title = 'Apricot' WHERE sku = 'a'`, `DELETE FROM skus WHERE sku = 'b'`, `INSERT INTO skus VALUES ('d', 'Date')`)
+			fs.fail = true
+			if _, err := f.run(); err == nil {
+				t.Fatal("the run succeeded though its lookup change failed")
+			}
+			if got := rows(); len(got) != 4 || !strings.Contains(got["a"], "Apple") {
+				t.Fatalf("a failed run changed the table: %v", got)
+			}
+			f.sync("after the failure", 0, 2, 1) // d was recorded, pending: an update
+			want := map[string]string{"a": `{"sku":"a","title":"Apricot"}`, "c": `{"sku":"c","title":"Cherry"}`,
+				"d": `{"sku":"d","title":"Date"}`, "zz": `{"sku":"zz","title":"Other"}`}
+			if got := rows(); !reflect.DeepEqual(got, want) {
+				t.Fatalf("rows\ngot  %v\nwant %v", got, want)
+			}
+			f.sync("unchanged", 0, 0, 0)
+			f.exec(`DELETE FROM skus`)
+			f.sync("emptied", 0, 0, 3)
+			if got := rows(); !reflect.DeepEqual(got, map[string]string{"zz": want["zz"]}) {
+				t.Fatalf("emptied: rows %v", got)
+			}
+		})
+	}
+}
+
+func lookupRowsOf(t *testing.T, csv string) store.LookupRows {
+	t.Helper()
+	tb, err := lookup.Parse(strings.NewReader(csv), lookup.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tb.Batches()
 }

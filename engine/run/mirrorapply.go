@@ -35,9 +35,8 @@ func (mr *mirrorRun) stage(ctx context.Context, rec arrow.RecordBatch) error {
 		mr.pending = map[string]struct{}{}
 	}
 	if mr.table != nil {
-		mr.dirty = true
-		for k, i := range mr.changed {
-			refs[k] = bytes.Clone(mr.key(i))
+		if err := mr.stageLookup(rec, refs); err != nil {
+			return err
 		}
 	} else {
 		sub, err := takeRows(rec, mr.changed)
@@ -287,7 +286,7 @@ func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 			rm.a.DeleteEvents = append(rm.a.DeleteEvents, ev)
 		}
 	case importspec.LookupTable:
-		mr.dirty = true
+		mr.deleteLookup(row.Ref)
 		row.Flag = store.MirrorDeleting
 		rm.a.Rows = append(rm.a.Rows, row)
 	default:

@@ -70,6 +70,7 @@ func Run(t *testing.T, h Harness) {
 		{name: "Lookup_Replace", fn: testLookupReplace},
 		{name: "Lookup_StreamRollback", fn: testLookupStreamRollback},
 		{name: "Lookup_StreamReadersSeeOneVersion", fn: testLookupStreamReaders},
+		{name: "Lookup_Change", fn: testLookupChange},
 		{name: "Sync_Checkpoints", fn: testCheckpoints},
 		{name: "Sync_OneRunPerImport", fn: testRunsOnePerImport},
 		{name: "Sync_ConcurrentStart", fn: testRunsConcurrentStart},
