@@ -235,6 +235,7 @@ func (mr *mirrorRun) pass(ctx context.Context) error {
 // fullDiff reads the whole table, applies its changes and settles.
 func (mr *mirrorRun) fullDiff(ctx context.Context, src connectors.Source) error {
 	im := mr.im
+	mr.expect(ctx, src)
 	req := connectors.ReadRequest{Table: im.TableParams}
 	if err := src.Read(ctx, req, func(rec arrow.RecordBatch) error { return mr.read(ctx, rec) }); err != nil {
 		return err

@@ -4,13 +4,17 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/tributary-dev/tributary/connectors/kinds"
+	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/internal/config"
 )
 
 // profileProps returns every user profile's properties (without $ ones).
@@ -159,4 +163,32 @@ func lookupRowsOf(t *testing.T, csv string) store.LookupRows {
 		t.Fatal(err)
 	}
 	return tb.Batches()
+}
+
+// A Mirror run asked to count has a total for its progress and ETA: the
+// source's count on the first run, the state's size after.
+func TestMirrorProgressTotal(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			st := sc.open(t)
+			f := newMirrorFixture(t, st,
+				"id: ev\nimport_type: event_stream\ntable_params: {table: ev}\nuser_column_name: uid\ntime_column_name: ts\nevent_name: e\nkey_columns: [uid]\n",
+				`CREATE TABLE ev (uid VARCHAR, ts TIMESTAMP)`,
+				`INSERT INTO ev SELECT 'u' || i, TIMESTAMP '2024-01-01' + INTERVAL (i) SECOND FROM range(5) t(i)`)
+			// Each round adds a row: the state counts the previous run's table.
+			for round, want := range []int64{5, 5, 6} {
+				var last Stats
+				r := &Runner{Registry: kinds.Registry(), Store: st}
+				s, err := r.Run(context.Background(), f.im, importspec.Project{ID: 1, Mode: config.IDSimplified},
+					Options{RunID: fmt.Sprintf("run-%d", round), Count: true, Progress: func(s Stats) { last = s }})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if s.Total != want || last.Total != want {
+					t.Fatalf("round %d: total %d (progress %d), want %d", round, s.Total, last.Total, want)
+				}
+				f.exec(`INSERT INTO ev VALUES ('x` + fmt.Sprint(round) + `', TIMESTAMP '2024-02-01')`)
+			}
+		})
+	}
 }
