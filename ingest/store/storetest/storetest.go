@@ -88,6 +88,7 @@ func Run(t *testing.T, h Harness) {
 		{name: "Members_Paging", fn: testMembersPaging},
 		{name: "Import_DeleteEvents", fn: testDeleteImportEvents},
 		{name: "Mirror_State", fn: testMirrorState},
+		{name: "Mirror_Sources", fn: testMirrorSources},
 		{name: "History_Versions", fn: testHistoryVersions},
 		{name: "Ledger_HistoryQuarantinePrune", fn: testLedger},
 		{name: "Write_DupEvents", fn: testWriteDupEvents},
