@@ -129,12 +129,14 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 	if ms, ok := r.Store.(store.Mirrors); ok && opt.RunID != "" {
 		defer func() {
 			// The counts so far, also of a run that failed, for its history.
-			c := store.MirrorCounts{Inserted: st.Inserted, Updated: st.Updated, Deleted: st.Deleted, Unchanged: st.Unchanged}
+			c := store.MirrorCounts{Inserted: st.Inserted, Updated: st.Updated, Deleted: st.Deleted, Unchanged: st.Unchanged,
+				Rows: r.mirrorRows(context.WithoutCancel(ctx), ms, im)}
 			if err := ms.MirrorRecordRun(context.WithoutCancel(ctx), im.ProjectID, opt.RunID, c); err != nil {
 				r.log().Error("sync: saving the mirror run's counts", "import", im.ID, "run", opt.RunID, "err", err)
 			}
 		}()
 	}
+	r.noteMirrorSource(ctx, im) // mirrorsource.go
 	gen := r.now().UnixNano()
 	bo := r.Backoff.withDefaults()
 	for attempt := 0; ; attempt++ {

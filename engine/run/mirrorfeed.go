@@ -199,6 +199,22 @@ func (mr *mirrorRun) feedDeletes(ctx context.Context, rec arrow.RecordBatch) err
 // and its change feed in the warehouse) once the import is deleted; it
 // is safe to repeat.
 func ForgetMirror(ctx context.Context, reg *connectors.Registry, st store.Store, im *importspec.Import) error {
+	if err := dropMirrorState(ctx, st, im); err != nil {
+		return err
+	}
+	if reg != nil && im.TableParams.Name != "" {
+		if err := dropFeed(ctx, reg, im); err != nil {
+			return err
+		}
+	}
+	if ms, ok := st.(store.MirrorSources); ok {
+		return ms.MirrorForgetSource(ctx, im.ProjectID, im.ID)
+	}
+	return nil
+}
+
+// dropMirrorState forgets im's Mirror state and History versions.
+func dropMirrorState(ctx context.Context, st store.Store, im *importspec.Import) error {
 	if ms, ok := st.(store.Mirrors); ok {
 		if err := ms.MirrorDrop(ctx, im.ProjectID, im.ID); err != nil {
 			return err
@@ -209,9 +225,11 @@ func ForgetMirror(ctx context.Context, reg *connectors.Registry, st store.Store,
 			return err
 		}
 	}
-	if reg == nil || im.TableParams.Name == "" {
-		return nil
-	}
+	return nil
+}
+
+// dropFeed drops im's change feed, if its source has one.
+func dropFeed(ctx context.Context, reg *connectors.Registry, im *importspec.Import) error {
 	src, err := reg.Open(ctx, im.SourceConfig())
 	if err != nil {
 		return fmt.Errorf("drop change feed: connect: %w", err)
