@@ -189,6 +189,11 @@ func TestMirrorProgressTotal(t *testing.T) {
 				}
 				f.exec(`INSERT INTO ev VALUES ('x` + fmt.Sprint(round) + `', TIMESTAMP '2024-02-01')`)
 			}
+			// Each run records the table's rows after it (the volume rule's measure).
+			counts, err := st.(store.Mirrors).MirrorRunCounts(context.Background(), 1, []string{"run-0", "run-2"})
+			if err != nil || counts["run-0"].Rows != 5 || counts["run-2"].Rows != 7 {
+				t.Fatalf("run counts %+v, %v; want table rows 5 and 7", counts, err)
+			}
 		})
 	}
 }
