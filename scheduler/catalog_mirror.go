@@ -38,6 +38,6 @@ func (c *Catalog) ForgetRemovedMirrors(ctx context.Context, st store.Store) erro
 			cfgs = append(cfgs, connectors.Config{Kind: cn.Kind, Fields: cn.Fields})
 		}
 	}
-	srcs := run.Sources{Connection: c.conns.Resolve, Configs: cfgs}
+	srcs := run.KnownSources{Connection: c.conns.Resolve, Configs: cfgs}
 	return run.ForgetRemovedMirrors(ctx, c.reg, st, srcs, func(project int64, id string) bool { return known[key{project, id}] }, c.log)
 }

@@ -58,7 +58,7 @@ func sourceDigest(c connectors.Config) string {
 // cannot be found if the import's file is removed, so it is logged.
 func (r *Runner) noteMirrorSource(ctx context.Context, im *importspec.Import) {
 	ms, ok := r.Store.(store.MirrorSources)
-	if !ok {
+	if !ok || r.OneOff {
 		return
 	}
 	src := mirrorSource{Connection: im.Connection, Kind: im.SourceKind(), Table: im.TableParams, History: im.IsHistory()}
@@ -85,9 +85,9 @@ func (r *Runner) mirrorRows(ctx context.Context, ms store.Mirrors, im *importspe
 	return n
 }
 
-// Sources are the sources a process still has, where a removed Mirror
+// KnownSources are the sources a process still has, where a removed Mirror
 // import's noted source is looked for.
-type Sources struct {
+type KnownSources struct {
 	// Connection resolves a connection's name for a project.
 	Connection func(id string, project int64) (connectors.Config, error)
 	// Configs are the other sources it knows (its imports' and
@@ -95,7 +95,7 @@ type Sources struct {
 	Configs []connectors.Config
 }
 
-func (s Sources) find(project int64, src mirrorSource) (connectors.Config, bool) {
+func (s KnownSources) find(project int64, src mirrorSource) (connectors.Config, bool) {
 	if src.Connection != "" {
 		if s.Connection == nil {
 			return connectors.Config{}, false
@@ -118,7 +118,7 @@ func (s Sources) find(project int64, src mirrorSource) (connectors.Config, bool)
 // other import or connection shares) is logged with the statements that
 // drop it by hand, and its note kept, so a start that finds the source
 // again (its connection configured) still drops it.
-func ForgetRemovedMirrors(ctx context.Context, reg *connectors.Registry, st store.Store, srcs Sources, known func(project int64, id string) bool, log *slog.Logger) error {
+func ForgetRemovedMirrors(ctx context.Context, reg *connectors.Registry, st store.Store, srcs KnownSources, known func(project int64, id string) bool, log *slog.Logger) error {
 	ms, ok := st.(store.MirrorSources)
 	if !ok {
 		return nil

@@ -70,7 +70,7 @@ func TestForgetRemovedMirrors(t *testing.T) {
 			log := slog.New(slog.NewTextHandler(testLog{t}, nil))
 
 			// The source is nowhere: the state goes, the feed stays noted.
-			if err := ForgetRemovedMirrors(ctx, kinds.Registry(), st, Sources{}, known, log); err != nil {
+			if err := ForgetRemovedMirrors(ctx, kinds.Registry(), st, KnownSources{}, known, log); err != nil {
 				t.Fatal(err)
 			}
 			if n := count(f.im.ID); n != 0 {
@@ -83,7 +83,7 @@ func TestForgetRemovedMirrors(t *testing.T) {
 				t.Fatalf("notes %v, want both", got)
 			}
 			// Another import or connection with the same source: dropped.
-			srcs := Sources{Configs: []connectors.Config{kept.im.SourceConfig(), f.im.SourceConfig()}}
+			srcs := KnownSources{Configs: []connectors.Config{kept.im.SourceConfig(), f.im.SourceConfig()}}
 			if err := ForgetRemovedMirrors(ctx, kinds.Registry(), st, srcs, known, log); err != nil {
 				t.Fatal(err)
 			}
@@ -106,7 +106,7 @@ func TestForgetRemovedMirrors(t *testing.T) {
 				t.Fatal(err)
 			}
 			(&Runner{Store: st}).noteMirrorSource(ctx, f.im)
-			srcs = Sources{Connection: func(id string, project int64) (connectors.Config, error) {
+			srcs = KnownSources{Connection: func(id string, project int64) (connectors.Config, error) {
 				if id != "wh" {
 					t.Fatalf("connection %q asked", id)
 				}

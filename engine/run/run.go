@@ -70,6 +70,10 @@ type Runner struct {
 	Now      func() time.Time
 	// Backoff paces retries of transient source errors; zero = defaults.
 	Backoff Backoff
+	// OneOff marks a runner of one-off runs (tributary sync -c FILE), whose
+	// import may be in no imports_dir: its Mirror runs note no source, so
+	// a server start never takes the import for removed (mirrorsource.go).
+	OneOff bool
 }
 
 // Options are one run's choices.
