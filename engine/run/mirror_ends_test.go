@@ -197,3 +197,55 @@ func TestMirrorProgressTotal(t *testing.T) {
 		})
 	}
 }
+
+// A lookup table keyed by a number: deletes find the rows by the same
+// key text the upsert stored.
+func TestMirrorLookupNumericKeys(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			st := sc.open(t)
+			f := newMirrorFixture(t, st,
+				"id: lk\nimport_type: lookup_table\ntable_params: {table: skus}\nlookup_table_id: skus\nproperty_key_column_name: sku\n",
+				`CREATE TABLE skus (sku BIGINT, price DOUBLE)`,
+				`INSERT INTO skus VALUES (1, 1.5), (20, 2), (300, 3)`)
+			f.sync("first", 3, 0, 0)
+			f.exec(`DELETE FROM skus WHERE sku = 20`, `UPDATE skus SET price = 4 WHERE sku = 300`)
+			f.sync("changes", 0, 1, 1)
+			got := map[string]string{}
+			if err := st.ScanLookup(context.Background(), 1, "skus", func(k string, row []byte) error {
+				got[k] = string(row)
+				return nil
+			}); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{"1": `{"sku":"1","price":1.5}`, "300": `{"sku":"300","price":4}`}
+			if !reflect.DeepEqual(got, want) {
+				t.Fatalf("rows %v, want %v", got, want)
+			}
+		})
+	}
+}
+
+// A row whose update is refused keeps, in the state, the JSON names its
+// previous version set: its later delete still unsets them.
+func TestMirrorPeopleRefusedKeepsNames(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			st := sc.open(t)
+			f := newMirrorFixture(t, st,
+				"id: ppl\nimport_type: people\ntable_params: {table: users}\nuser_column_name: uid\njson_properties_column_name: props\n",
+				`CREATE TABLE users (uid VARCHAR PRIMARY KEY, plan VARCHAR, props VARCHAR)`,
+				`INSERT INTO users VALUES ('u1', 'free', '{"a": 1}')`)
+			f.sync("first", 1, 0, 0)
+			f.exec(`UPDATE users SET props = '[1, 2]' WHERE uid = 'u1'`)
+			if s := f.sync("refused", 0, 1, 0); s.Failed != 1 {
+				t.Fatalf("refused round: %d failed, want 1", s.Failed)
+			}
+			f.exec(`DELETE FROM users`)
+			f.sync("deleted", 0, 0, 1)
+			if got := profileProps(t, st); len(got["u1"]) != 0 {
+				t.Fatalf("after the delete: %v", got)
+			}
+		})
+	}
+}

@@ -195,6 +195,7 @@ func (mr *mirrorRun) mapProfiles(refs [][]byte) error {
 			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: un, Ref: u.Ref})
 		}
 	}
+	mr.keepRefusedNames(refs) // mirrorprops.go
 	return nil
 }
 

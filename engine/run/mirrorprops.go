@@ -97,3 +97,24 @@ func (mr *mirrorRun) jsonRef(refs [][]byte, u store.ProfileUpdate) []string {
 	}
 	return dropped(old, names)
 }
+
+// keepRefusedNames gives a changed row whose update was refused (it set
+// nothing) the JSON names its previous version set on the same profile,
+// which the profile still holds: a later delete unsets them.
+func (mr *mirrorRun) keepRefusedNames(refs [][]byte) {
+	set := make([]bool, len(refs))
+	for _, u := range mr.sets.Profiles {
+		if u.Ref >= 0 && u.Ref < len(set) {
+			set[u.Ref] = true
+		}
+	}
+	for k, ref := range refs {
+		if set[k] || ref == nil {
+			continue
+		}
+		old := mr.oldRef[mr.changed[k]]
+		if id, names := parseProfileRef(old); len(names) > 0 && id == string(ref) {
+			refs[k] = old
+		}
+	}
+}
