@@ -130,7 +130,7 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 		defer func() {
 			// The counts so far, also of a run that failed, for its history.
 			c := store.MirrorCounts{Inserted: st.Inserted, Updated: st.Updated, Deleted: st.Deleted, Unchanged: st.Unchanged,
-				Rows: r.mirrorRows(context.WithoutCancel(ctx), ms, im)}
+				Rows: st.tableRows()}
 			if err := ms.MirrorRecordRun(context.WithoutCancel(ctx), im.ProjectID, opt.RunID, c); err != nil {
 				r.log().Error("sync: saving the mirror run's counts", "import", im.ID, "run", opt.RunID, "err", err)
 			}
@@ -238,6 +238,7 @@ func (mr *mirrorRun) pass(ctx context.Context) error {
 func (mr *mirrorRun) fullDiff(ctx context.Context, src connectors.Source) error {
 	im := mr.im
 	mr.expect(ctx, src)
+	seen := mr.seen() // mirrorrows.go
 	req := connectors.ReadRequest{Table: im.TableParams}
 	if err := src.Read(ctx, req, func(rec arrow.RecordBatch) error { return mr.read(ctx, rec) }); err != nil {
 		return err
@@ -262,6 +263,7 @@ func (mr *mirrorRun) fullDiff(ctx context.Context, src connectors.Source) error 
 	if err := mr.deletes(ctx); err != nil {
 		return err
 	}
+	mr.setRows(mr.seen() - seen)
 	return mr.settle(ctx)
 }
 

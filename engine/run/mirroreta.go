@@ -9,10 +9,11 @@ import (
 // expect sets the rows a Mirror run's full read is expected to return
 // (Stats.Total), so the console and the CLI show its progress and ETA as
 // for other runs (Options.Count). The planning pass's count is exact;
-// else the state's size (the table's keys after the previous run) costs
-// one store query and no warehouse query; a first run, with no state,
-// asks a source that can count. A run served by a change feed reads only
-// the changes, whose number nothing tells beforehand: it has no total.
+// else a source that can count (DuckDB, Postgres) is asked, one COUNT as
+// for other runs; else the state's size (the table's keys after the
+// previous run) is taken from the store. A run served by a change feed
+// reads only the changes, whose number nothing tells beforehand: it has
+// no total.
 func (mr *mirrorRun) expect(ctx context.Context, src connectors.Source) {
 	if !mr.opt.Count || mr.plan != nil || mr.st.Total > 0 {
 		return
@@ -21,13 +22,13 @@ func (mr *mirrorRun) expect(ctx context.Context, src connectors.Source) {
 		mr.st.Total = p.Inserts + p.Updates + p.Unchanged
 		return
 	}
-	if n, err := mr.ms.MirrorCount(ctx, mr.im.ProjectID, mr.im.ID); err == nil && n > 0 {
-		mr.st.Total = n
-		return
-	}
 	if c, ok := src.(connectors.Counter); ok {
 		if n, err := c.Count(ctx, connectors.ReadRequest{Table: mr.im.TableParams}); err == nil {
 			mr.st.Total = n
+			return
 		}
+	}
+	if n, err := mr.ms.MirrorCount(ctx, mr.im.ProjectID, mr.im.ID); err == nil {
+		mr.st.Total = n
 	}
 }

@@ -74,17 +74,6 @@ func (r *Runner) noteMirrorSource(ctx context.Context, im *importspec.Import) {
 	}
 }
 
-// mirrorRows is the table's rows after a Mirror run (the state's keys),
-// for the volume rule; 0 when the store cannot tell.
-func (r *Runner) mirrorRows(ctx context.Context, ms store.Mirrors, im *importspec.Import) int64 {
-	n, err := ms.MirrorCount(ctx, im.ProjectID, im.ID)
-	if err != nil {
-		r.log().Warn("sync: counting the mirror state", "import", im.ID, "err", err)
-		return 0
-	}
-	return n
-}
-
 // KnownSources are the sources a process still has, where a removed Mirror
 // import's noted source is looked for.
 type KnownSources struct {

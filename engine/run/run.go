@@ -52,6 +52,9 @@ type Stats struct {
 	Inserted, Updated, Deleted, Unchanged int64
 
 	preflighted bool // Options.Preflight was called (preflight.go)
+	// A Mirror run's table rows after it, once known (mirrorrows.go).
+	mirrorRows   int64
+	mirrorRowsOK bool
 }
 
 // Rate is rows read per second.

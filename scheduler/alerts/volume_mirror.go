@@ -13,8 +13,9 @@ import (
 // import's volume is the table's rows: before a run, the source's count
 // (or the planning pass's), as for any import (run.Plan.SourceRows);
 // for past runs and after a run, the rows its state held when it ended
-// (store.MirrorCounts.Rows). Runs saved without that figure (0) are left
-// out of the median.
+// (store.MirrorCounts.Rows). Runs saved without that figure (0, or -1
+// when the run could not tell) are left out of the median, and a run that
+// could not tell is not judged after it ends.
 
 // mirrorCounts reads Mirror runs' counts (store.Mirrors).
 type mirrorCounts interface {
@@ -65,7 +66,7 @@ func (w *watch) volumes(ctx context.Context, runs []store.Run, rows int64, befor
 	}
 	if !before {
 		c, saved := counts[w.run.ID]
-		if !saved {
+		if !saved || c.Rows < 0 {
 			return nil, 0, false
 		}
 		rows = c.Rows
