@@ -49,12 +49,12 @@ func parseProfileRef(ref []byte) (id string, names []string) {
 func (mr *mirrorRun) jsonNames(props []profile.Property) []string {
 	var out []string
 	for _, p := range props {
-		if _, ok := mr.fixedAt[p.Name]; !ok && !slices.Contains(out, p.Name) {
+		if _, ok := mr.fixedAt[p.Name]; !ok {
 			out = append(out, p.Name)
 		}
 	}
 	slices.Sort(out)
-	return out
+	return slices.Compact(out)
 }
 
 // removalOf is removal for the profile a ref names: the table's
