@@ -129,7 +129,7 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	al := newSyncAlerts(cfg, st, cat, log)
-	sched := scheduler.New(cat, scheduler.Options{Runner: &syncrun.Runner{Registry: reg, Store: st, Log: log}, Store: st, Log: log,
+	sched := scheduler.New(cat, scheduler.Options{Runner: &syncrun.Runner{Registry: reg, Store: st, Log: log, OneOff: true}, Store: st, Log: log,
 		Monitor: al.monitor()})
 	// Stopped before the store closes (defers run last-in first-out): the
 	// lease renewal loop would otherwise tick into a closing store.

@@ -37,7 +37,8 @@ import (
 //   - people and groups: an insert or update $sets the row's properties
 //     and $unsets those that are NULL; a delete $unsets the table's
 //     properties on the profile, or with delete_profiles $deletes it;
-//   - lookup tables: any change replaces the table with the rows read.
+//   - lookup tables: changed rows are upserted and deleted rows removed,
+//     in one transaction when the run settles (mirrorlookup.go).
 
 // MirrorPlan is what a Mirror run would change (Runner.PlanMirror).
 type MirrorPlan struct {
@@ -76,7 +77,7 @@ type mirrorRun struct {
 	batch  store.Batch
 	table  *lookup.Builder
 	fixed  []string // people and groups: the properties a row sets
-	dirty  bool     // lookup tables: some row changed
+	lkDel  []string // lookup tables: the keys deleted (mirrorlookup.go)
 	hist   *histRun // History imports (history.go)
 
 	// per batch
@@ -128,12 +129,14 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 	if ms, ok := r.Store.(store.Mirrors); ok && opt.RunID != "" {
 		defer func() {
 			// The counts so far, also of a run that failed, for its history.
-			c := store.MirrorCounts{Inserted: st.Inserted, Updated: st.Updated, Deleted: st.Deleted, Unchanged: st.Unchanged}
+			c := store.MirrorCounts{Inserted: st.Inserted, Updated: st.Updated, Deleted: st.Deleted, Unchanged: st.Unchanged,
+				Rows: st.tableRows()}
 			if err := ms.MirrorRecordRun(context.WithoutCancel(ctx), im.ProjectID, opt.RunID, c); err != nil {
 				r.log().Error("sync: saving the mirror run's counts", "import", im.ID, "run", opt.RunID, "err", err)
 			}
 		}()
 	}
+	r.noteMirrorSource(ctx, im) // mirrorsource.go
 	gen := r.now().UnixNano()
 	bo := r.Backoff.withDefaults()
 	for attempt := 0; ; attempt++ {
@@ -234,6 +237,8 @@ func (mr *mirrorRun) pass(ctx context.Context) error {
 // fullDiff reads the whole table, applies its changes and settles.
 func (mr *mirrorRun) fullDiff(ctx context.Context, src connectors.Source) error {
 	im := mr.im
+	mr.expect(ctx, src)
+	seen := mr.seen() // mirrorrows.go
 	req := connectors.ReadRequest{Table: im.TableParams}
 	if err := src.Read(ctx, req, func(rec arrow.RecordBatch) error { return mr.read(ctx, rec) }); err != nil {
 		return err
@@ -258,6 +263,7 @@ func (mr *mirrorRun) fullDiff(ctx context.Context, src connectors.Source) error 
 	if err := mr.deletes(ctx); err != nil {
 		return err
 	}
+	mr.setRows(mr.seen() - seen)
 	return mr.settle(ctx)
 }
 
@@ -270,13 +276,11 @@ func discovered(s *connectors.Schema) *arrow.Schema {
 	return arrow.NewSchema(fields, nil)
 }
 
-// settle replaces a changed lookup table and marks the run's changes done.
+// settle applies a lookup table's changes and marks the run's changes done.
 func (mr *mirrorRun) settle(ctx context.Context) error {
 	im := mr.im
-	if mr.table != nil && mr.dirty {
-		if err := mr.r.Store.ReplaceLookup(ctx, im.ProjectID, im.LookupTableID, mr.table.Table().Batches()); err != nil {
-			return connectors.Permanent(fmt.Errorf("replace lookup table: %w", err))
-		}
+	if err := mr.applyLookup(ctx); err != nil {
+		return err
 	}
 	if err := mr.ms.MirrorSettle(context.WithoutCancel(ctx), im.ProjectID, im.ID, mr.opt.RunID); err != nil {
 		return connectors.Permanent(err)
@@ -357,13 +361,6 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 		return nil
 	}
 	slices.Sort(mr.changed)
-	if mr.table != nil {
-		// A lookup table is rebuilt from every row; changes only decide
-		// whether it is replaced.
-		if err := mr.mapLookup(rec); err != nil {
-			return err
-		}
-	}
 	if len(mr.changed) == 0 {
 		mr.progress()
 		return nil
@@ -502,17 +499,6 @@ func (mr *mirrorRun) progress() {
 		mr.st.Duration = mr.r.now().Sub(mr.st.Started)
 		mr.opt.Progress(*mr.st)
 	}
-}
-
-func (mr *mirrorRun) mapLookup(rec arrow.RecordBatch) error {
-	mr.out.Reset()
-	mr.m.Map(rec, &mr.out)
-	fails, err := mr.pv.Lookup(&mr.out, 0, mr.table)
-	if err != nil {
-		return connectors.Permanent(fmt.Errorf("lookup table %s: %w", mr.im.LookupTableID, err))
-	}
-	mr.fail(fails)
-	return nil
 }
 
 func (mr *mirrorRun) fail(errs []mapping.RowError) {

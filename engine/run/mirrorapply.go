@@ -35,9 +35,8 @@ func (mr *mirrorRun) stage(ctx context.Context, rec arrow.RecordBatch) error {
 		mr.pending = map[string]struct{}{}
 	}
 	if mr.table != nil {
-		mr.dirty = true
-		for k, i := range mr.changed {
-			refs[k] = bytes.Clone(mr.key(i))
+		if err := mr.stageLookup(rec, refs); err != nil {
+			return err
 		}
 	} else {
 		sub, err := takeRows(rec, mr.changed)
@@ -169,8 +168,10 @@ func (mr *mirrorRun) mapProfiles(refs [][]byte) error {
 	mr.sets.Profiles = mr.sets.Profiles[:0]
 	mr.fail(mr.pv.Profiles(kind, &mr.out, 0, &mr.sets))
 	for k, i := range mr.changed {
-		if old := mr.oldRef[i]; len(old) > 0 && !bytes.Equal(old, refs[k]) {
-			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removal(kind, string(old)), Ref: k})
+		if old := mr.oldRef[i]; len(old) > 0 {
+			if id, _ := parseProfileRef(old); id != string(refs[k]) {
+				mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removalOf(kind, old), Ref: k})
+			}
 		}
 	}
 	for _, u := range mr.sets.Profiles {
@@ -187,12 +188,14 @@ func (mr *mirrorRun) mapProfiles(refs [][]byte) error {
 				null = append(null, n)
 			}
 		}
+		null = append(null, mr.jsonRef(refs, u)...)
 		if len(null) > 0 {
 			un := profile.Update{Kind: u.Kind, DistinctID: u.DistinctID, GroupKey: u.GroupKey, GroupID: u.GroupID,
 				Op: profile.OpUnset, Unset: null, IgnoreTime: true}
 			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: un, Ref: u.Ref})
 		}
 	}
+	mr.keepRefusedNames(refs) // mirrorprops.go
 	return nil
 }
 
@@ -284,7 +287,7 @@ func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 			rm.a.DeleteEvents = append(rm.a.DeleteEvents, ev)
 		}
 	case importspec.LookupTable:
-		mr.dirty = true
+		mr.deleteLookup(row.Ref)
 		row.Flag = store.MirrorDeleting
 		rm.a.Rows = append(rm.a.Rows, row)
 	default:
@@ -293,7 +296,7 @@ func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 		if mr.hist != nil {
 			mr.hist.remove(row.Ref)
 		} else if len(row.Ref) > 0 {
-			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removal(rm.kind, string(row.Ref))})
+			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removalOf(rm.kind, row.Ref)})
 		}
 	}
 	if len(rm.a.Rows)+len(rm.a.Remove) >= unsetBatch {

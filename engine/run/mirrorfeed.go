@@ -32,6 +32,8 @@ import (
 type feedMark struct {
 	Feed string `json:"mirror_feed"`
 	Pos  string `json:"pos"`
+	// Rows: the table's rows at Pos, when known (mirrorrows.go).
+	Rows *int64 `json:"rows,omitempty"`
 }
 
 var feedUnsafe = regexp.MustCompile(`[^a-z0-9_]+`)
@@ -55,6 +57,7 @@ func (mr *mirrorRun) viaFeed(ctx context.Context, src connectors.Source, cf conn
 	}
 	var mark feedMark
 	if len(ck) > 0 && json.Unmarshal(ck, &mark) == nil && mark.Feed == f.Name && mark.Pos != "" {
+		ins, del := mr.st.Inserted, mr.st.Deleted
 		next, err := cf.Changes(ctx, f, mark.Pos, func(rec arrow.RecordBatch) error { return mr.change(ctx, rec) })
 		if err == nil || errors.Is(err, connectors.ErrFeedLost) {
 			// What was read is applied either way (a re-diff finds it done).
@@ -66,6 +69,9 @@ func (mr *mirrorRun) viaFeed(ctx context.Context, src connectors.Source, cf conn
 		case err == nil:
 			if err := mr.settle(ctx); err != nil {
 				return err
+			}
+			if mark.Rows != nil {
+				mr.setRows(*mark.Rows + (mr.st.Inserted - ins) - (mr.st.Deleted - del))
 			}
 			return mr.commitFeed(ctx, cf, f, next)
 		case errors.Is(err, connectors.ErrFeedLost):
@@ -104,7 +110,11 @@ func (mr *mirrorRun) viaFeed(ctx context.Context, src connectors.Source, cf conn
 // commitFeed commits the feed's position as the import's checkpoint,
 // then lets the warehouse discard what came before it.
 func (mr *mirrorRun) commitFeed(ctx context.Context, cf connectors.ChangeFeed, f connectors.Feed, pos string) error {
-	if err := mr.commitMark(ctx, feedMark{Feed: f.Name, Pos: pos}); err != nil {
+	mark := feedMark{Feed: f.Name, Pos: pos}
+	if mr.st.mirrorRowsOK {
+		mark.Rows = &mr.st.mirrorRows
+	}
+	if err := mr.commitMark(ctx, mark); err != nil {
 		return err
 	}
 	if err := cf.ConfirmFeed(ctx, f, pos); err != nil {
@@ -199,6 +209,22 @@ func (mr *mirrorRun) feedDeletes(ctx context.Context, rec arrow.RecordBatch) err
 // and its change feed in the warehouse) once the import is deleted; it
 // is safe to repeat.
 func ForgetMirror(ctx context.Context, reg *connectors.Registry, st store.Store, im *importspec.Import) error {
+	if err := dropMirrorState(ctx, st, im); err != nil {
+		return err
+	}
+	if reg != nil && im.TableParams.Name != "" {
+		if err := dropFeed(ctx, reg, im); err != nil {
+			return err
+		}
+	}
+	if ms, ok := st.(store.MirrorSources); ok {
+		return ms.MirrorForgetSource(ctx, im.ProjectID, im.ID)
+	}
+	return nil
+}
+
+// dropMirrorState forgets im's Mirror state and History versions.
+func dropMirrorState(ctx context.Context, st store.Store, im *importspec.Import) error {
 	if ms, ok := st.(store.Mirrors); ok {
 		if err := ms.MirrorDrop(ctx, im.ProjectID, im.ID); err != nil {
 			return err
@@ -209,9 +235,11 @@ func ForgetMirror(ctx context.Context, reg *connectors.Registry, st store.Store,
 			return err
 		}
 	}
-	if reg == nil || im.TableParams.Name == "" {
-		return nil
-	}
+	return nil
+}
+
+// dropFeed drops im's change feed, if its source has one.
+func dropFeed(ctx context.Context, reg *connectors.Registry, im *importspec.Import) error {
 	src, err := reg.Open(ctx, im.SourceConfig())
 	if err != nil {
 		return fmt.Errorf("drop change feed: connect: %w", err)

@@ -13,6 +13,7 @@ import (
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/connectors/duckdb"
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
 )
 
@@ -134,6 +135,12 @@ func TestMirrorChangeFeed(t *testing.T) {
 						st.RowsRead, st.Inserted, st.Updated, st.Deleted, rows, ins, upd, del)
 				}
 				f.wantEvents(step)
+				// The table's rows after the run, recorded for the volume rule.
+				id := fmt.Sprintf("run-%d", f.runs)
+				counts, err := f.st.(store.Mirrors).MirrorRunCounts(context.Background(), 1, []string{id})
+				if want := f.query(`SELECT count(*) AS n FROM ev`)[0]["n"]; err != nil || fmt.Sprint(counts[id].Rows) != want {
+					t.Fatalf("%s: table rows recorded %d (%v), want %s", step, counts[id].Rows, err, want)
+				}
 			}
 			sync("first", 1000, 1000, 0, 0)
 			if state.starts != 1 || state.confirmed != "0" {

@@ -52,6 +52,9 @@ type Stats struct {
 	Inserted, Updated, Deleted, Unchanged int64
 
 	preflighted bool // Options.Preflight was called (preflight.go)
+	// A Mirror run's table rows after it, once known (mirrorrows.go).
+	mirrorRows   int64
+	mirrorRowsOK bool
 }
 
 // Rate is rows read per second.
@@ -70,6 +73,10 @@ type Runner struct {
 	Now      func() time.Time
 	// Backoff paces retries of transient source errors; zero = defaults.
 	Backoff Backoff
+	// OneOff marks a runner of one-off runs (tributary sync -c FILE), whose
+	// import may be in no imports_dir: its Mirror runs note no source, so
+	// a server start never takes the import for removed (mirrorsource.go).
+	OneOff bool
 }
 
 // Options are one run's choices.

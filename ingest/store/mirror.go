@@ -118,4 +118,9 @@ type Mirrors interface {
 // MirrorCounts are a Mirror run's rows by what they did.
 type MirrorCounts struct {
 	Inserted, Updated, Deleted, Unchanged int64
+	// Rows is the table's rows after the run (the keys its state holds),
+	// whether the run read the table or a change feed's changes: what the
+	// volume rule compares Mirror runs by. -1: the run could not tell; 0
+	// in runs saved before it was recorded.
+	Rows int64
 }

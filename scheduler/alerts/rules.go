@@ -257,8 +257,9 @@ func (w *watch) checkSchema(plan run.Plan) {
 }
 
 // checkVolume judges rows against the band around the median of the
-// last 30 successful runs' rows read. before: the run has not written
-// yet, so action pause can still stop it.
+// last 30 successful runs' rows read (a Mirror import's: table rows, see
+// volumes). before: the run has not written yet, so action pause can
+// still stop it.
 func (w *watch) checkVolume(ctx context.Context, rows int64, before bool) error {
 	v := w.rules.Volume
 	runs, err := w.m.st.Runs(ctx, store.RunFilter{Project: w.im.ProjectID, Import: w.im.ID, Limit: 200})
@@ -266,17 +267,8 @@ func (w *watch) checkVolume(ctx context.Context, rows int64, before bool) error 
 		w.m.log.Warn("alerts: reading run history", "import", w.im.ID, "err", err)
 		return nil
 	}
-	var vols []int64
-	for _, r := range runs {
-		// A replay reads the quarantine, not the table: not a volume.
-		if r.Status == store.RunSucceeded && r.ID != w.run.ID && r.Trigger != "replay" {
-			vols = append(vols, r.RowsRead)
-			if len(vols) == 30 {
-				break
-			}
-		}
-	}
-	if len(vols) < v.MinRuns {
+	vols, rows, ok := w.volumes(ctx, runs, rows, before) // volume_mirror.go
+	if !ok || len(vols) < v.MinRuns {
 		return nil
 	}
 	slices.Sort(vols)

@@ -24,6 +24,8 @@ var mirrorSchema = []string{
 		project BIGINT NOT NULL, run_id VARCHAR NOT NULL,
 		inserted BIGINT NOT NULL, updated BIGINT NOT NULL, deleted BIGINT NOT NULL, unchanged BIGINT NOT NULL,
 		PRIMARY KEY (project, run_id))`,
+	`ALTER TABLE mirror_runs ADD COLUMN IF NOT EXISTS table_rows BIGINT DEFAULT 0`,
+	mirrorSourcesTable,
 }
 
 // mirrorChunk bounds the keys of one statement (its parameter list).
@@ -283,10 +285,10 @@ func (s *Store) MirrorRecordRun(ctx context.Context, project int64, runID string
 		return err
 	}
 	defer s.ops.Done()
-	_, err := s.db.ExecContext(ctx, `INSERT INTO mirror_runs VALUES (?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO mirror_runs (project, run_id, inserted, updated, deleted, unchanged, table_rows) VALUES (?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (project, run_id) DO UPDATE SET inserted = excluded.inserted, updated = excluded.updated,
-			deleted = excluded.deleted, unchanged = excluded.unchanged`,
-		project, runID, c.Inserted, c.Updated, c.Deleted, c.Unchanged)
+			deleted = excluded.deleted, unchanged = excluded.unchanged, table_rows = excluded.table_rows`,
+		project, runID, c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Rows)
 	if err != nil {
 		return fmt.Errorf("duckstore: mirror record run: %w", err)
 	}
@@ -306,7 +308,7 @@ func (s *Store) MirrorRunCounts(ctx context.Context, project int64, runIDs []str
 		for _, id := range runIDs[:n] {
 			args = append(args, id)
 		}
-		rows, err := s.db.QueryContext(ctx, `SELECT run_id, inserted, updated, deleted, unchanged FROM mirror_runs
+		rows, err := s.db.QueryContext(ctx, `SELECT run_id, inserted, updated, deleted, unchanged, coalesce(table_rows, 0) FROM mirror_runs
 			WHERE project = ? AND run_id IN (`+placeholders(n)+`)`, args...)
 		if err != nil {
 			return nil, fmt.Errorf("duckstore: mirror run counts: %w", err)
@@ -314,7 +316,7 @@ func (s *Store) MirrorRunCounts(ctx context.Context, project int64, runIDs []str
 		for rows.Next() {
 			var id string
 			var c store.MirrorCounts
-			if err := rows.Scan(&id, &c.Inserted, &c.Updated, &c.Deleted, &c.Unchanged); err != nil {
+			if err := rows.Scan(&id, &c.Inserted, &c.Updated, &c.Deleted, &c.Unchanged, &c.Rows); err != nil {
 				rows.Close()
 				return nil, fmt.Errorf("duckstore: mirror run counts: %w", err)
 			}

@@ -238,10 +238,10 @@ func (s *Store) MirrorRecordRun(ctx context.Context, project int64, runID string
 		return err
 	}
 	defer s.ops.Done()
-	_, err := s.pool.Exec(ctx, `INSERT INTO mirror_runs VALUES ($1, $2, $3, $4, $5, $6)
+	_, err := s.pool.Exec(ctx, `INSERT INTO mirror_runs (project, run_id, inserted, updated, deleted, unchanged, table_rows) VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (project, run_id) DO UPDATE SET inserted = excluded.inserted, updated = excluded.updated,
-			deleted = excluded.deleted, unchanged = excluded.unchanged`,
-		project, runID, c.Inserted, c.Updated, c.Deleted, c.Unchanged)
+			deleted = excluded.deleted, unchanged = excluded.unchanged, table_rows = excluded.table_rows`,
+		project, runID, c.Inserted, c.Updated, c.Deleted, c.Unchanged, c.Rows)
 	if err != nil {
 		return fmt.Errorf("pgstore: mirror record run: %w", err)
 	}
@@ -254,7 +254,7 @@ func (s *Store) MirrorRunCounts(ctx context.Context, project int64, runIDs []str
 		return nil, err
 	}
 	defer s.ops.Done()
-	rows, err := s.pool.Query(ctx, `SELECT run_id, inserted, updated, deleted, unchanged FROM mirror_runs
+	rows, err := s.pool.Query(ctx, `SELECT run_id, inserted, updated, deleted, unchanged, table_rows FROM mirror_runs
 		WHERE project = $1 AND run_id = ANY($2::text[])`, project, runIDs)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: mirror run counts: %w", err)
@@ -264,7 +264,7 @@ func (s *Store) MirrorRunCounts(ctx context.Context, project int64, runIDs []str
 	for rows.Next() {
 		var id string
 		var c store.MirrorCounts
-		if err := rows.Scan(&id, &c.Inserted, &c.Updated, &c.Deleted, &c.Unchanged); err != nil {
+		if err := rows.Scan(&id, &c.Inserted, &c.Updated, &c.Deleted, &c.Unchanged, &c.Rows); err != nil {
 			return nil, fmt.Errorf("pgstore: mirror run counts: %w", err)
 		}
 		out[id] = c

@@ -238,6 +238,10 @@ var migrations = []string{
 	// 12: the row-level ledger of sync runs and the quarantine of refused
 	// rows (ledger.go).
 	ledgerMigration,
+
+	// 13: Mirror runs' table rows and Mirror imports' sources
+	// (mirrorsource.go).
+	mirrorSourcesMigration,
 }
 
 // createStage makes the per-connection staging table of Write's slow path

@@ -147,13 +147,13 @@ func testMirrorState(t *testing.T, h Harness) {
 		t.Fatalf("other import's count = %d, want 1", n)
 	}
 	// Run counts: the last save of a run wins.
-	for _, c := range []store.MirrorCounts{{Inserted: 1}, {Inserted: 5, Updated: 2, Deleted: 1, Unchanged: 9}} {
+	for _, c := range []store.MirrorCounts{{Inserted: 1, Rows: 1}, {Inserted: 5, Updated: 2, Deleted: 1, Unchanged: 9, Rows: 16}} {
 		if err := m.MirrorRecordRun(ctx, 1, "run-a", c); err != nil {
 			t.Fatal(err)
 		}
 	}
 	counts, err := m.MirrorRunCounts(ctx, 1, []string{"run-a", "run-b"})
-	if err != nil || len(counts) != 1 || counts["run-a"] != (store.MirrorCounts{Inserted: 5, Updated: 2, Deleted: 1, Unchanged: 9}) {
+	if err != nil || len(counts) != 1 || counts["run-a"] != (store.MirrorCounts{Inserted: 5, Updated: 2, Deleted: 1, Unchanged: 9, Rows: 16}) {
 		t.Fatalf("run counts = %v, %v", counts, err)
 	}
 }
