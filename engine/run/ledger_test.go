@@ -91,7 +91,7 @@ user_column_name: %s
 				t.Fatalf("history of key 1 = %+v", h)
 			}
 			for i, w := range want {
-				if h[i].Run != w.run || h[i].Outcome != w.o || h[i].Key != "1" {
+				if h[i].Run != w.run || h[i].Outcome != w.o {
 					t.Fatalf("history[%d] = %+v, want %s %s (all: %+v)", i, h[i], w.run, w.o, h)
 				}
 			}

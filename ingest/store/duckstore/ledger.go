@@ -1,31 +1,47 @@
 package duckstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
-// The row-level ledger and the quarantine (store.Ledger). The ledger is
-// append-only and appended with the Appender, one transaction per flush
-// of a run's entries; lookups by key hash scan it, which a columnar scan
-// of a retention period's entries does in milliseconds. The quarantine
-// has one row per key; a refusal again replaces it (delete, then append).
+// The row-level ledger and the quarantine (store.Ledger). Ledger entries
+// go through the write log like records (ledger_log.go): AddLedger logs
+// them in one entry and the loader stores them in its own transaction,
+// so they neither compete with the loader for DuckDB's memory nor pay a
+// small transaction's WAL copy and checkpoint. A run's constants
+// (project, import, run, start) are one row of sync_ledger_runs; its
+// entries are pages of sync_ledger_pages, one per loader transaction and
+// bucket (the first byte of the key hash), each a BLOB of entries: 8
+// bytes (7 more bytes of the hash, the outcome) and, for refused rows,
+// field and reason. A row per entry cost the loader about as much as the event it
+// describes (compressing two random 64-bit columns at COMMIT); a page
+// costs a copy. A lookup reads one bucket's pages of the import and
+// searches them here: 1/256 of the import's entries. The quarantine has
+// one row per key; a refusal again replaces it (delete, then append).
 
 var ledgerTables = []string{
-	`CREATE TABLE IF NOT EXISTS sync_ledger (
-		project BIGINT NOT NULL, import VARCHAR NOT NULL, key_hash BLOB NOT NULL, key VARCHAR NOT NULL,
-		run VARCHAR NOT NULL, at_ms BIGINT NOT NULL, outcome UTINYINT NOT NULL, field VARCHAR NOT NULL, reason VARCHAR NOT NULL)`,
+	// The ledger's first layout (one wide row per entry) never shipped.
+	`DROP TABLE IF EXISTS sync_ledger`,
+	`CREATE TABLE IF NOT EXISTS sync_ledger_runs (
+		run_no BIGINT PRIMARY KEY, project BIGINT NOT NULL, import VARCHAR NOT NULL, run VARCHAR NOT NULL, at_ms BIGINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS sync_ledger_pages (
+		run_no BIGINT NOT NULL, bucket UTINYINT NOT NULL, n INTEGER NOT NULL, entries BLOB NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS sync_quarantine (
 		project BIGINT NOT NULL, import VARCHAR NOT NULL, key_hash BLOB NOT NULL, key VARCHAR NOT NULL,
 		run VARCHAR NOT NULL, at_ms BIGINT NOT NULL, field VARCHAR NOT NULL, reason VARCHAR NOT NULL, row BLOB NOT NULL)`,
 }
 
-// AddLedger implements store.Ledger.
-func (s *Store) AddLedger(ctx context.Context, project int64, importID string, entries []store.LedgerEntry, quarantine []store.QuarantineRow) (err error) {
+// AddLedger implements store.Ledger: the entries are logged (and so
+// durable) on return; the quarantine rows, rare, are written at once.
+func (s *Store) AddLedger(ctx context.Context, run store.LedgerRun, entries []store.LedgerEntry, quarantine []store.QuarantineRow) (err error) {
 	if len(entries) == 0 && len(quarantine) == 0 {
 		return nil
 	}
@@ -38,6 +54,12 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 			err = fmt.Errorf("duckstore: add ledger: %w", err)
 		}
 	}()
+	if err := s.logLedger(ctx, run, entries); err != nil {
+		return err
+	}
+	if len(quarantine) == 0 {
+		return nil
+	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -55,18 +77,15 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
-	if err := appendLedger(ctx, conn, project, importID, entries); err != nil {
-		return err
-	}
 	for i := range quarantine {
 		if _, err := conn.ExecContext(ctx, `DELETE FROM sync_quarantine WHERE project = ? AND import = ? AND key_hash = ?`,
-			project, importID, hashBytes(&quarantine[i].Hash)); err != nil {
+			run.Project, run.Import, hashBytes(&quarantine[i].Hash)); err != nil {
 			return err
 		}
 	}
 	err = appendRows(conn, "sync_quarantine", len(quarantine), func(i int) []driver.Value {
 		q := &quarantine[i]
-		return []driver.Value{project, importID, hashBytes(&q.Hash), q.Key, q.Run, q.AtMs, q.Field, q.Reason, q.Row}
+		return []driver.Value{run.Project, run.Import, hashBytes(&q.Hash), q.Key, q.Run, q.AtMs, q.Field, q.Reason, q.Row}
 	})
 	if err != nil {
 		return err
@@ -78,34 +97,44 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 	return nil
 }
 
-// LedgerHistory implements store.Ledger.
-func (s *Store) LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]store.LedgerEntry, error) {
+// LedgerHistory implements store.Ledger. It waits for the loader, so it
+// sees every entry AddLedger acknowledged.
+func (s *Store) LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]store.LedgerLine, error) {
 	if err := s.enter("ledger history"); err != nil {
 		return nil, err
 	}
 	defer s.ops.Done()
-	rows, err := s.db.QueryContext(ctx, `SELECT key_hash, key, run, at_ms, outcome, field, reason FROM sync_ledger
-		WHERE project = ? AND import = ? AND key_hash = ? ORDER BY at_ms DESC, run DESC LIMIT ?`, project, importID, hashBytes(&hash), limit)
+	if err := s.Sync(ctx); err != nil {
+		return nil, fmt.Errorf("duckstore: ledger history: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT r.run, r.at_ms, p.entries
+		FROM sync_ledger_pages p JOIN sync_ledger_runs r USING (run_no)
+		WHERE p.bucket = ? AND r.project = ? AND r.import = ?`, hash[0], project, importID)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 	}
 	defer rows.Close()
-	var out []store.LedgerEntry
+	var out []store.LedgerLine
+	var line store.LedgerLine
+	var page []byte
 	for rows.Next() {
-		var e store.LedgerEntry
-		var h []byte
-		var o uint8
-		if err := rows.Scan(&h, &e.Key, &e.Run, &e.AtMs, &o, &e.Field, &e.Reason); err != nil {
+		if err := rows.Scan(&line.Run, &line.AtMs, &page); err != nil {
 			return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 		}
-		copy(e.Hash[:], h)
-		e.Outcome = store.Outcome(o)
-		out = append(out, e)
+		if out, err = findInPage(page, &hash, line, out); err != nil {
+			return nil, fmt.Errorf("duckstore: ledger history: %w", err)
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 	}
-	return out, nil
+	slices.SortStableFunc(out, func(a, b store.LedgerLine) int {
+		if c := cmp.Compare(b.AtMs, a.AtMs); c != 0 {
+			return c
+		}
+		return strings.Compare(b.Run, a.Run)
+	})
+	return out[:min(len(out), limit)], nil
 }
 
 // Quarantined implements store.Ledger.
@@ -175,15 +204,31 @@ func (s *Store) PruneLedger(ctx context.Context, beforeMs int64) (int64, error) 
 		return 0, err
 	}
 	defer s.ops.Done()
-	var n int64
-	for _, table := range []string{"sync_ledger", "sync_quarantine"} {
-		res, err := s.db.ExecContext(ctx, `DELETE FROM `+table+` WHERE at_ms < ?`, beforeMs)
-		if err != nil {
-			return n, fmt.Errorf("duckstore: prune ledger: %w", err)
+	fail := func(err error) (int64, error) { return 0, fmt.Errorf("duckstore: prune ledger: %w", err) }
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	const old = `run_no IN (SELECT run_no FROM sync_ledger_runs WHERE at_ms < ?)`
+	var n int64 // entries, not pages
+	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0) FROM sync_ledger_pages WHERE `+old, beforeMs).Scan(&n); err != nil {
+		return fail(err)
+	}
+	for _, q := range []string{`DELETE FROM sync_ledger_pages WHERE ` + old, `DELETE FROM sync_ledger_runs WHERE at_ms < ?`} {
+		if _, err := tx.ExecContext(ctx, q, beforeMs); err != nil {
+			return fail(err)
 		}
-		if k, err := res.RowsAffected(); err == nil {
-			n += k
-		}
+	}
+	res, err := tx.ExecContext(ctx, `DELETE FROM sync_quarantine WHERE at_ms < ?`, beforeMs)
+	if err != nil {
+		return fail(err)
+	}
+	if k, err := res.RowsAffected(); err == nil {
+		n += k
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
 	}
 	return n, nil
 }

@@ -238,6 +238,9 @@ var migrations = []string{
 	// 12: the row-level ledger of sync runs and the quarantine of refused
 	// rows (ledger.go).
 	ledgerMigration,
+
+	// 13: the ledger keeps no copy of a key's text (ledger.go).
+	ledgerKeyMigration,
 }
 
 // createStage makes the per-connection staging table of Write's slow path
