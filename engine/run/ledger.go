@@ -42,6 +42,9 @@ type ledger struct {
 	// again, when not nil, gathers the hashes of rows refused (a replay:
 	// those stay in the quarantine).
 	again [][16]byte
+	// held are a lookup table's entries, appended once the table is
+	// stored (ledger_profiles.go).
+	held []store.LedgerEntry
 }
 
 // ledgerBuf is what one append writes; the store has copied it when

@@ -132,3 +132,89 @@ func execWH(t *testing.T, path string, stmts ...string) {
 		}
 	}
 }
+
+// A Mirror key inserted, updated, refused, then deleted: the ledger shows
+// each run's outcome under the key's text, on events and people imports.
+func TestLedgerMirror(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			st := sc.open(t)
+			f := newMirrorFixture(t, st,
+				"id: ev-mirror\nimport_type: event_stream\nevent_name: ev\ntable_params: {table: ev}\ntime_column_name: t\nuser_column_name: uid\n",
+				mirrorEventTable...)
+			f.sync("insert", 4, 0, 0)
+			f.exec(`UPDATE ev SET plan = 'team' WHERE id = 1`)
+			f.sync("update", 0, 1, 0)
+			f.exec(`UPDATE ev SET uid = NULL WHERE id = 1`)
+			if s, err := f.run(); err != nil || s.Failed != 1 {
+				t.Fatalf("refuse: %+v, %v", s, err)
+			}
+			f.exec(`DELETE FROM ev WHERE id = 1`)
+			f.sync("delete", 0, 0, 1)
+			wantLedger(t, st, "ev-mirror", "1", []string{"run-4 deleted", "run-3 refused", "run-2 updated", "run-1 inserted"})
+			wantLedger(t, st, "ev-mirror", "2", []string{"run-1 inserted"})
+
+			p := newMirrorFixture(t, st,
+				"id: people-mirror\nimport_type: people\ntable_params: {table: users}\nuser_column_name: uid\n",
+				`CREATE TABLE users (uid VARCHAR PRIMARY KEY, plan VARCHAR)`, `INSERT INTO users VALUES ('a', 'free'), ('b', 'pro')`)
+			p.sync("insert", 2, 0, 0)
+			p.exec(`UPDATE users SET plan = 'pro' WHERE uid = 'a'`)
+			p.sync("update", 0, 1, 0)
+			p.exec(`DELETE FROM users WHERE uid = 'a'`)
+			p.sync("delete", 0, 0, 1)
+			wantLedger(t, st, "people-mirror", "a", []string{"run-3 deleted", "run-2 updated", "run-1 inserted"})
+		})
+	}
+}
+
+// People and groups imports record imported per key; a key refused says
+// why.
+func TestLedgerPeopleGroups(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := sc.open(t)
+			whPath := filepath.Join(t.TempDir(), "wh.duckdb")
+			execWH(t, whPath, `CREATE TABLE users (uid VARCHAR, plan VARCHAR)`, `INSERT INTO users VALUES ('a', 'free'), (NULL, 'pro')`,
+				`CREATE TABLE orgs (org VARCHAR PRIMARY KEY, size INTEGER)`, `INSERT INTO orgs VALUES ('o1', 5)`)
+			r := &Runner{Registry: kinds.Registry(), Store: st}
+			project := importspec.Project{ID: 1, Mode: config.IDSimplified}
+			for _, c := range []struct{ id, doc string }{
+				{"ppl", "import_type: people\ntable_params: {table: users}\nuser_column_name: uid\n"},
+				{"grp", "import_type: groups\ntable_params: {table: orgs}\ngroup_key: company\ngroup_id_column: org\n"},
+			} {
+				im, err := importspec.Parse(c.id+".yaml", []byte(fmt.Sprintf("id: %s\nproject_id: 1\nsync_mode: full_sync\nsource: {kind: duckdb, path: %q}\n%s", c.id, whPath, c.doc)),
+					kinds.Registry(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := r.Run(ctx, im, project, Options{RunID: c.id + "-1"}); err != nil {
+					t.Fatalf("%s: %v", c.id, err)
+				}
+			}
+			wantLedger(t, st, "ppl", "a", []string{"ppl-1 imported"})
+			wantLedger(t, st, "grp", "o1", []string{"grp-1 imported"})
+		})
+	}
+}
+
+// wantLedger checks a key's history, newest first, as "run outcome".
+func wantLedger(t *testing.T, st interface {
+	LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]store.LedgerLine, error)
+}, importID, key string, want []string) {
+	t.Helper()
+	h, err := st.LedgerHistory(context.Background(), 1, importID, store.LedgerKeyHash(key), 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]string, len(h))
+	for i, l := range h {
+		got[i] = l.Run + " " + l.Outcome.String()
+		if l.Outcome == store.OutcomeRefused && (l.Field == "" || l.Reason == "") {
+			t.Fatalf("%s key %s: a refusal without field and reason: %+v", importID, key, l)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s key %s: ledger %v, want %v", importID, key, got, want)
+	}
+}
