@@ -22,7 +22,7 @@ import (
 // table without a key), so the Mirror code calls them unguarded.
 type mirrorLedger struct {
 	l      *ledger
-	h      *rowHasher // a table without a key (the whole row is) has no key to record
+	h      *rowHasher         // a table without a key (the whole row is) has no key to record
 	outc   []store.Outcome    // by row of the batch at hand (classify)
 	fails  []mapping.RowError // refusals of the changed rows at hand, by index in changed
 	staged []store.LedgerEntry
