@@ -37,6 +37,9 @@ func (l *ledger) profiles(batch *store.Batch, res store.WriteResult, keys *rowKe
 		for _, rj := range res.Rejected {
 			if rj.Ref == u.Ref {
 				e.Outcome, e.Reason = store.OutcomeRefused, rj.Err.Error()
+				if l.again != nil {
+					l.again = append(l.again, e.Hash)
+				}
 				break
 			}
 		}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tributary-dev/tributary/connectors/kinds"
 	"github.com/tributary-dev/tributary/engine/importspec"
+	"github.com/tributary-dev/tributary/ingest/profile"
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/internal/config"
 )
@@ -216,5 +217,51 @@ func wantLedger(t *testing.T, st interface {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("%s key %s: ledger %v, want %v", importID, key, got, want)
+	}
+}
+
+// A people row refused (no user id) is quarantined; replayed after the
+// mapping is fixed, its profile is stored and the ledger shows both.
+func TestLedgerReplayPeople(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			ctx := context.Background()
+			st := sc.open(t)
+			whPath := filepath.Join(t.TempDir(), "wh.duckdb")
+			execWH(t, whPath, `CREATE TABLE users (id INTEGER PRIMARY KEY, uid VARCHAR, alt VARCHAR, plan VARCHAR)`,
+				`INSERT INTO users VALUES (1, 'a', 'a', 'free'), (2, NULL, 'b', 'pro')`)
+			spec := func(col string) *importspec.Import {
+				im, err := importspec.Parse("ppl.yaml", []byte(fmt.Sprintf("id: ppl\nproject_id: 1\nimport_type: people\nsync_mode: full_sync\nsource: {kind: duckdb, path: %q}\ntable_params: {table: users}\nuser_column_name: %s\n", whPath, col)),
+					kinds.Registry(), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return im
+			}
+			r := &Runner{Registry: kinds.Registry(), Store: st}
+			project := importspec.Project{ID: 1, Mode: config.IDSimplified}
+			if s, err := r.Run(ctx, spec("uid"), project, Options{RunID: "p1"}); err != nil || s.Failed != 1 {
+				t.Fatalf("p1: %+v, %v", s, err)
+			}
+			if q, err := st.Quarantined(ctx, 1, "ppl", nil, 10); err != nil || len(q) != 1 || q[0].Key != "2" {
+				t.Fatalf("quarantine after p1 = %+v, %v", q, err)
+			}
+			if s, err := r.Run(ctx, spec("alt"), project, Options{RunID: "p2", Replay: true}); err != nil || s.Failed != 0 || s.RowsRead != 1 {
+				t.Fatalf("p2 (replay): %+v, %v", s, err)
+			}
+			if q, _ := st.Quarantined(ctx, 1, "ppl", nil, 10); len(q) != 0 {
+				t.Fatalf("quarantine after p2 = %+v", q)
+			}
+			wantLedger(t, st, "ppl", "2", []string{"p2 imported", "p1 refused"})
+			wantLedger(t, st, "ppl", "1", []string{"p1 imported"})
+			found := false
+			err := st.ScanProfiles(ctx, store.ProfileScan{Project: 1, Kind: profile.User}, func(p *store.StoredProfile) error {
+				found = found || p.ID == "b"
+				return nil
+			})
+			if err != nil || !found {
+				t.Fatalf("replayed profile b stored: %v, %v", found, err)
+			}
+		})
 	}
 }
