@@ -1,39 +1,36 @@
 package duckstore
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
-	"slices"
-	"strings"
+	"strconv"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
 // The row-level ledger and the quarantine (store.Ledger). Ledger entries
 // go through the write log like records (ledger_log.go): AddLedger logs
-// them in one entry and the loader stores them in its own transaction,
+// them in one entry and the loader inserts them in its own transaction,
 // so they neither compete with the loader for DuckDB's memory nor pay a
 // small transaction's WAL copy and checkpoint. A run's constants
-// (project, import, run, start) are one row of sync_ledger_runs; its
-// entries are pages of sync_ledger_pages, one per loader transaction and
-// bucket (the first byte of the key hash), each a BLOB of entries: 8
-// bytes (7 more bytes of the hash, the outcome) and, for refused rows,
-// field and reason. A row per entry cost the loader about as much as the event it
-// describes (compressing two random 64-bit columns at COMMIT); a page
-// costs a copy. A lookup reads one bucket's pages of the import and
-// searches them here: 1/256 of the import's entries. The quarantine has
-// one row per key; a refusal again replaces it (delete, then append).
+// (project, import, run, start) are one row of sync_ledger_runs; an
+// entry is its run's number, 64 bits of the key hash and the outcome
+// (sync_ledger_rows), a refusal the same with field and reason
+// (sync_ledger_refused). Lookups by key scan the key column, which a
+// columnar scan of a retention period's entries does in milliseconds.
+// The quarantine has one row per key; a refusal again replaces it
+// (delete, then append).
 
 var ledgerTables = []string{
 	// The ledger's first layout (one wide row per entry) never shipped.
 	`DROP TABLE IF EXISTS sync_ledger`,
 	`CREATE TABLE IF NOT EXISTS sync_ledger_runs (
 		run_no BIGINT PRIMARY KEY, project BIGINT NOT NULL, import VARCHAR NOT NULL, run VARCHAR NOT NULL, at_ms BIGINT NOT NULL)`,
-	`CREATE TABLE IF NOT EXISTS sync_ledger_pages (
-		run_no BIGINT NOT NULL, bucket UTINYINT NOT NULL, n INTEGER NOT NULL, entries BLOB NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS sync_ledger_rows (run_no BIGINT NOT NULL, key BIGINT NOT NULL, outcome UTINYINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS sync_ledger_refused (
+		run_no BIGINT NOT NULL, key BIGINT NOT NULL, field VARCHAR NOT NULL, reason VARCHAR NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS sync_quarantine (
 		project BIGINT NOT NULL, import VARCHAR NOT NULL, key_hash BLOB NOT NULL, key VARCHAR NOT NULL,
 		run VARCHAR NOT NULL, at_ms BIGINT NOT NULL, field VARCHAR NOT NULL, reason VARCHAR NOT NULL, row BLOB NOT NULL)`,
@@ -107,34 +104,29 @@ func (s *Store) LedgerHistory(ctx context.Context, project int64, importID strin
 	if err := s.Sync(ctx); err != nil {
 		return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT r.run, r.at_ms, p.entries
-		FROM sync_ledger_pages p JOIN sync_ledger_runs r USING (run_no)
-		WHERE p.bucket = ? AND r.project = ? AND r.import = ?`, hash[0], project, importID)
+	rows, err := s.db.QueryContext(ctx, `SELECT r.run, r.at_ms, e.outcome, e.field, e.reason FROM (
+			SELECT run_no, outcome, '' AS field, '' AS reason FROM sync_ledger_rows WHERE key = $1
+			UNION ALL SELECT run_no, `+strconv.Itoa(int(store.OutcomeRefused))+`, field, reason FROM sync_ledger_refused WHERE key = $1) e
+		JOIN sync_ledger_runs r USING (run_no) WHERE r.project = $2 AND r.import = $3
+		ORDER BY r.at_ms DESC, r.run DESC LIMIT $4`, ledgerKey(hash[:]), project, importID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 	}
 	defer rows.Close()
 	var out []store.LedgerLine
-	var line store.LedgerLine
-	var page []byte
 	for rows.Next() {
-		if err := rows.Scan(&line.Run, &line.AtMs, &page); err != nil {
+		var e store.LedgerLine
+		var o uint8
+		if err := rows.Scan(&e.Run, &e.AtMs, &o, &e.Field, &e.Reason); err != nil {
 			return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 		}
-		if out, err = findInPage(page, &hash, line, out); err != nil {
-			return nil, fmt.Errorf("duckstore: ledger history: %w", err)
-		}
+		e.Outcome = store.Outcome(o)
+		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 	}
-	slices.SortStableFunc(out, func(a, b store.LedgerLine) int {
-		if c := cmp.Compare(b.AtMs, a.AtMs); c != 0 {
-			return c
-		}
-		return strings.Compare(b.Run, a.Run)
-	})
-	return out[:min(len(out), limit)], nil
+	return out, nil
 }
 
 // Quarantined implements store.Ledger.
@@ -210,22 +202,21 @@ func (s *Store) PruneLedger(ctx context.Context, beforeMs int64) (int64, error) 
 		return fail(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	const old = `run_no IN (SELECT run_no FROM sync_ledger_runs WHERE at_ms < ?)`
-	var n int64 // entries, not pages
-	if err := tx.QueryRowContext(ctx, `SELECT coalesce(sum(n), 0) FROM sync_ledger_pages WHERE `+old, beforeMs).Scan(&n); err != nil {
-		return fail(err)
-	}
-	for _, q := range []string{`DELETE FROM sync_ledger_pages WHERE ` + old, `DELETE FROM sync_ledger_runs WHERE at_ms < ?`} {
-		if _, err := tx.ExecContext(ctx, q, beforeMs); err != nil {
+	const old = ` WHERE run_no IN (SELECT run_no FROM sync_ledger_runs WHERE at_ms < ?)`
+	var n int64
+	// Entries and quarantine rows count; runs, last, do not.
+	for _, q := range []string{`DELETE FROM sync_ledger_rows` + old, `DELETE FROM sync_ledger_refused` + old,
+		`DELETE FROM sync_quarantine WHERE at_ms < ?`} {
+		res, err := tx.ExecContext(ctx, q, beforeMs)
+		if err != nil {
 			return fail(err)
 		}
+		if k, err := res.RowsAffected(); err == nil {
+			n += k
+		}
 	}
-	res, err := tx.ExecContext(ctx, `DELETE FROM sync_quarantine WHERE at_ms < ?`, beforeMs)
-	if err != nil {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sync_ledger_runs WHERE at_ms < ?`, beforeMs); err != nil {
 		return fail(err)
-	}
-	if k, err := res.RowsAffected(); err == nil {
-		n += k
 	}
 	if err := tx.Commit(); err != nil {
 		return fail(err)

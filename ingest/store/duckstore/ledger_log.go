@@ -132,164 +132,114 @@ func ledgerRunNo(project int64, importID, run []byte) int64 {
 	return int64(h.Sum64())
 }
 
-// ledgerBuckets splits a run's entries by the first byte of their key
-// hash: a lookup reads one bucket's pages.
-const ledgerBuckets = 256
-
-// maxLedgerPage bounds a page's bytes (but a page holds one entry at
-// least).
-const maxLedgerPage = 4000
-
-var ledgerPageSchema = arrow.NewSchema([]arrow.Field{
+var ledgerRowSchema = arrow.NewSchema([]arrow.Field{
 	{Name: "run_no", Type: arrow.PrimitiveTypes.Int64},
-	{Name: "bucket", Type: arrow.PrimitiveTypes.Uint8},
-	{Name: "n", Type: arrow.PrimitiveTypes.Int32},
-	{Name: "entries", Type: arrow.BinaryTypes.Binary},
+	{Name: "key", Type: arrow.PrimitiveTypes.Int64},
+	{Name: "outcome", Type: arrow.PrimitiveTypes.Uint8},
 }, nil)
 
 const ledgerView = "tributary_load_ledger"
 
-// runPages are one run's entries of a loader transaction, by bucket, each
-// bucket's entries as logged (hash, outcome byte, field and reason).
-type runPages struct {
-	run     store.LedgerRun
-	buckets [ledgerBuckets][]byte
-	n       [ledgerBuckets]int32
+// ledgerChunk gathers the ledger entries of a loader transaction
+// column-wise, like eventChunk; refusals, rare, go apart with their
+// field and reason. The loader alone uses it.
+type ledgerChunk struct {
+	runNo, key []int64
+	outcome    []uint8
+	refused    []refusal
+	runs       map[int64]store.LedgerRun // the runs of the entries
 }
 
-// ledgerChunk gathers the ledger entries of a loader transaction as
-// pages, one per run and bucket. The loader alone uses it.
-type ledgerChunk struct {
-	runs    map[int64]*runPages
-	spare   []*runPages // emptied, for reuse: their buckets keep their room
-	entries int
+type refusal struct {
+	runNo, key    int64
+	field, reason string
 }
 
 // ledgerChunkEntries is how many entries the loader gathers before it
-// stores them as pages (mid-transaction when need be): about half a
-// megabyte of buckets.
-const ledgerChunkEntries = 32 << 10
+// inserts them (mid-transaction when need be): a row group, ~2 MB.
+const ledgerChunkEntries = arrowChunkRows
 
-func newLedgerChunk() *ledgerChunk { return &ledgerChunk{runs: map[int64]*runPages{}} }
+func newLedgerChunk() *ledgerChunk { return &ledgerChunk{runs: map[int64]store.LedgerRun{}} }
 
 func (c *ledgerChunk) reset() {
-	for _, rp := range c.runs {
-		for k := range rp.buckets {
-			rp.buckets[k] = rp.buckets[k][:0]
-		}
-		rp.n = [ledgerBuckets]int32{}
-		c.spare = append(c.spare, rp)
-	}
-	// A transaction that saw many runs (many small imports) does not keep
-	// all their buckets.
-	c.spare = c.spare[:min(len(c.spare), 2)]
+	c.runNo, c.key, c.outcome = c.runNo[:0], c.key[:0], c.outcome[:0]
+	clear(c.refused)
+	c.refused = c.refused[:0]
 	clear(c.runs)
-	c.entries = 0
 }
 
-func (c *ledgerChunk) full() bool { return c.entries >= ledgerChunkEntries }
+func (c *ledgerChunk) full() bool { return len(c.key)+len(c.refused) >= ledgerChunkEntries }
 
-// add files a logged batch of entries into its run's buckets.
+// ledgerKey is the part of a key hash the embedded store keeps: 64 bits
+// pick a key, a false match taking ~1e-10 odds with a billion entries of
+// an import.
+func ledgerKey(h []byte) int64 { return int64(binary.BigEndian.Uint64(h[:8])) }
+
+// add appends a logged batch of entries.
 func (c *ledgerChunk) add(l *logLedger) error {
 	no := ledgerRunNo(l.project, l.importID, l.run)
-	rp := c.runs[no]
-	if rp == nil {
-		if k := len(c.spare); k > 0 {
-			rp, c.spare = c.spare[k-1], c.spare[:k-1]
-		} else {
-			rp = new(runPages)
-		}
-		rp.run = store.LedgerRun{Project: l.project, Import: string(l.importID), Run: string(l.run), AtMs: l.atMs}
-		c.runs[no] = rp
+	if _, ok := c.runs[no]; !ok {
+		c.runs[no] = store.LedgerRun{Project: l.project, Import: string(l.importID), Run: string(l.run), AtMs: l.atMs}
 	}
-	b := l.rows
+	r := logReader{b: l.rows}
 	for range l.n {
-		size, err := ledgerEntrySize(b, logEntryFixed)
-		if err != nil {
-			return err
+		if len(r.b) < logEntryFixed {
+			return errShortEntry
 		}
-		k := b[0]
-		page := append(rp.buckets[k], b[1:pageHashBytes+1]...)
-		rp.buckets[k] = append(page, b[16:size]...) // outcome, details
-		rp.n[k]++
-		b = b[size:]
+		key, o := ledgerKey(r.b), r.b[16]
+		r.b = r.b[logEntryFixed:]
+		if o&ledgerDetail != 0 {
+			field, reason := r.bytes(), r.bytes()
+			if r.err != nil {
+				return r.err
+			}
+			c.refused = append(c.refused, refusal{no, key, string(field), string(reason)})
+			continue
+		}
+		c.runNo = append(c.runNo, no)
+		c.key = append(c.key, key)
+		c.outcome = append(c.outcome, o)
 	}
-	c.entries += l.n
 	return nil
 }
 
-// An entry as logged has the whole hash; in a page, the 7 bytes after
-// the first (the bucket's): 64 bits of the hash pick a key, a false match
-// taking ~1e-10 odds with a billion entries of an import.
-const (
-	logEntryFixed  = 17 // hash, outcome
-	pageHashBytes  = 7
-	pageEntryFixed = pageHashBytes + 1
-)
+// An entry as logged: the hash, the outcome byte, then field and reason
+// when the byte has ledgerDetail.
+const logEntryFixed = 17
 
-// ledgerEntrySize is the size of the entry b starts with, whose fixed
-// part (hash, outcome) is fixed bytes.
-func ledgerEntrySize(b []byte, fixed int) (int, error) {
-	if len(b) < fixed {
-		return 0, errShortEntry
-	}
-	if b[fixed-1]&ledgerDetail == 0 {
-		return fixed, nil
-	}
-	r := logReader{b: b[fixed:]}
-	r.bytes()
-	r.bytes()
-	if r.err != nil {
-		return 0, r.err
-	}
-	return len(b) - len(r.b), nil
-}
-
-// insert adds the chunk's runs and pages inside the transaction open on
-// conn, then resets the chunk.
+// insert adds the chunk's runs and entries inside the transaction open on
+// conn, then resets the chunk (see eventChunk.insert).
 func (c *ledgerChunk) insert(ctx context.Context, conn *duckdb.Conn, ar *duckarrow.Arrow) error {
 	defer c.reset()
-	if len(c.runs) == 0 {
-		return nil
-	}
-	b := array.NewRecordBuilder(memory.DefaultAllocator, ledgerPageSchema)
-	defer b.Release()
-	runNo := b.Field(0).(*array.Int64Builder)
-	bucket := b.Field(1).(*array.Uint8Builder)
-	n := b.Field(2).(*array.Int32Builder)
-	entries := b.Field(3).(*array.BinaryBuilder)
-	for no, rp := range c.runs {
+	for no, r := range c.runs {
 		if err := execArgs(ctx, conn, `INSERT INTO sync_ledger_runs VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
-			no, rp.run.Project, rp.run.Import, rp.run.Run, rp.run.AtMs); err != nil {
+			no, r.Project, r.Import, r.Run, r.AtMs); err != nil {
 			return fmt.Errorf("insert ledger run: %w", err)
 		}
-		for k := range rp.buckets {
-			// Pages stay under DuckDB's inline string limit (4 KB): a
-			// larger value goes to an overflow block of its own.
-			for page := rp.buckets[k]; len(page) > 0; {
-				cut, count := 0, int32(0)
-				for cut < len(page) {
-					size, err := ledgerEntrySize(page[cut:], pageEntryFixed)
-					if err != nil {
-						return err
-					}
-					if cut > 0 && cut+size > maxLedgerPage {
-						break
-					}
-					cut += size
-					count++
-				}
-				runNo.Append(no)
-				bucket.Append(uint8(k))
-				n.Append(count)
-				entries.Append(page[:cut])
-				page = page[cut:]
+	}
+	if len(c.refused) > 0 {
+		ap, err := duckdb.NewAppenderFromConn(conn, "", "sync_ledger_refused")
+		if err != nil {
+			return fmt.Errorf("ledger refusals appender: %w", err)
+		}
+		for _, f := range c.refused {
+			if err = ap.AppendRow(f.runNo, f.key, f.field, f.reason); err != nil {
+				break
 			}
 		}
+		if cerr := ap.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("append ledger refusals: %w", err)
+		}
 	}
-	rec := b.NewRecordBatch()
+	if len(c.key) == 0 {
+		return nil
+	}
+	rec := c.record()
 	defer rec.Release()
-	rdr, err := array.NewRecordReader(ledgerPageSchema, []arrow.RecordBatch{rec})
+	rdr, err := array.NewRecordReader(ledgerRowSchema, []arrow.RecordBatch{rec})
 	if err != nil {
 		return fmt.Errorf("arrow reader: %w", err)
 	}
@@ -299,8 +249,8 @@ func (c *ledgerChunk) insert(ctx context.Context, conn *duckdb.Conn, ar *duckarr
 		return fmt.Errorf("register arrow view: %w", err)
 	}
 	defer release()
-	if _, err := conn.ExecContext(ctx, `INSERT INTO sync_ledger_pages SELECT * FROM `+ledgerView, nil); err != nil {
-		return fmt.Errorf("insert ledger pages: %w", err)
+	if _, err := conn.ExecContext(ctx, `INSERT INTO sync_ledger_rows SELECT * FROM `+ledgerView, nil); err != nil {
+		return fmt.Errorf("insert ledger entries: %w", err)
 	}
 	if _, err := conn.ExecContext(ctx, `DROP VIEW IF EXISTS `+ledgerView, nil); err != nil {
 		return fmt.Errorf("drop arrow view: %w", err)
@@ -308,24 +258,23 @@ func (c *ledgerChunk) insert(ctx context.Context, conn *duckdb.Conn, ar *duckarr
 	return nil
 }
 
-// findInPage appends to out the entries of a page whose hash is h.
-func findInPage(page []byte, h *[16]byte, line store.LedgerLine, out []store.LedgerLine) ([]store.LedgerLine, error) {
-	for len(page) > 0 {
-		size, err := ledgerEntrySize(page, pageEntryFixed)
-		if err != nil {
-			return out, err
-		}
-		if string(page[:pageHashBytes]) == string(h[1:pageHashBytes+1]) {
-			o := page[pageEntryFixed-1]
-			line.Outcome = store.Outcome(o &^ ledgerDetail)
-			line.Field, line.Reason = "", ""
-			if o&ledgerDetail != 0 {
-				r := logReader{b: page[pageEntryFixed:size]}
-				line.Field, line.Reason = string(r.bytes()), string(r.bytes())
-			}
-			out = append(out, line)
-		}
-		page = page[size:]
+// record wraps the columns, without copying, as a record batch valid
+// until the next reset.
+func (c *ledgerChunk) record() arrow.RecordBatch {
+	n := len(c.key)
+	i64 := func(v []int64) arrow.Array {
+		d := array.NewData(arrow.PrimitiveTypes.Int64, n,
+			[]*memory.Buffer{nil, memory.NewBufferBytes(arrow.Int64Traits.CastToBytes(v))}, nil, 0, 0)
+		defer d.Release()
+		return array.NewInt64Data(d)
 	}
-	return out, nil
+	od := array.NewData(arrow.PrimitiveTypes.Uint8, n, []*memory.Buffer{nil, memory.NewBufferBytes(c.outcome)}, nil, 0, 0)
+	oc := array.NewUint8Data(od)
+	od.Release()
+	cols := []arrow.Array{i64(c.runNo), i64(c.key), oc}
+	rec := array.NewRecordBatch(ledgerRowSchema, cols, int64(n))
+	for _, a := range cols {
+		a.Release()
+	}
+	return rec
 }
