@@ -222,6 +222,8 @@ type Store struct {
 	writerBroken bool
 	pipe         *loadPipe    // the loader's two Arrow chunks, reused
 	ledgerRows   *ledgerChunk // the loader's ledger entries (ledger_log.go)
+	ledgerMu     sync.Mutex   // guards ledgerEnc
+	ledgerEnc    []byte       // AddLedger's log entry, reused
 	chunkBytes   int          // Options.LoadChunkBytes, resolved
 	txnRows      int          // Options.LoadTxnRows, resolved
 	// paceFrom and maxLag are Options.LoaderLagBytes resolved: where Write

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
@@ -67,7 +68,12 @@ func (s *Store) logLedger(ctx context.Context, run store.LedgerRun, entries []st
 			size += 2*binary.MaxVarintLen32 + len(e.Field) + len(e.Reason)
 		}
 	}
-	b := make([]byte, wal.HeaderSize, size)
+	// One buffer for every append, kept: a fresh one per append was ~17 MB
+	// of garbage per million entries, which the Go share of a small
+	// memory budget pays for in collections.
+	s.ledgerMu.Lock()
+	defer s.ledgerMu.Unlock()
+	b := slices.Grow(s.ledgerEnc[:0], size)[:wal.HeaderSize]
 	b = binary.AppendUvarint(b, ledgerMarker)
 	b = binary.AppendVarint(b, run.Project)
 	b = appendStr(b, run.Import)
@@ -84,6 +90,10 @@ func (s *Store) logLedger(ctx context.Context, run store.LedgerRun, entries []st
 		b = append(b, byte(e.Outcome)|ledgerDetail)
 		b = appendStr(b, e.Field)
 		b = appendStr(b, e.Reason)
+	}
+	s.ledgerEnc = b
+	if cap(b) > 4<<20 { // an odd huge append must not pin its buffer
+		s.ledgerEnc = nil
 	}
 	if _, err := s.wal.AppendFramed(b); err != nil {
 		return err
@@ -148,6 +158,10 @@ type ledgerChunk struct {
 	outcome    []uint8
 	refused    []refusal
 	runs       map[int64]store.LedgerRun // the runs of the entries
+	// stored are runs inserted already (by transactions that committed:
+	// a failed one forgets them all, fail), so a long run is inserted
+	// once, not by every transaction (~10 ms each).
+	stored map[int64]struct{}
 }
 
 type refusal struct {
@@ -159,7 +173,16 @@ type refusal struct {
 // inserts them (mid-transaction when need be): a row group, ~2 MB.
 const ledgerChunkEntries = arrowChunkRows
 
-func newLedgerChunk() *ledgerChunk { return &ledgerChunk{runs: map[int64]store.LedgerRun{}} }
+func newLedgerChunk() *ledgerChunk {
+	return &ledgerChunk{runs: map[int64]store.LedgerRun{}, stored: map[int64]struct{}{}}
+}
+
+// fail drops what a failed transaction gathered, and what the chunk
+// believed stored.
+func (c *ledgerChunk) fail() {
+	c.reset()
+	clear(c.stored)
+}
 
 func (c *ledgerChunk) reset() {
 	c.runNo, c.key, c.outcome = c.runNo[:0], c.key[:0], c.outcome[:0]
@@ -211,7 +234,15 @@ const logEntryFixed = 17
 // conn, then resets the chunk (see eventChunk.insert).
 func (c *ledgerChunk) insert(ctx context.Context, conn *duckdb.Conn, ar *duckarrow.Arrow) error {
 	defer c.reset()
+	if len(c.stored) > 4096 {
+		clear(c.stored) // a server's life of runs: inserting again is harmless
+	}
 	for no, r := range c.runs {
+		if _, ok := c.stored[no]; ok {
+			continue
+		}
+		// Marked now: should the transaction fail, fail forgets it.
+		c.stored[no] = struct{}{}
 		if err := execArgs(ctx, conn, `INSERT INTO sync_ledger_runs VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`,
 			no, r.Project, r.Import, r.Run, r.AtMs); err != nil {
 			return fmt.Errorf("insert ledger run: %w", err)

@@ -288,7 +288,7 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		}
 		pipe.discard()
 		if err != nil {
-			lc.reset()
+			lc.fail()
 		}
 		for _, ap := range []*duckdb.Appender{mg, chg} {
 			if ap == nil {
