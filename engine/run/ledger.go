@@ -26,8 +26,8 @@ type LedgerStore interface {
 // a megabyte each.
 const ledgerFlush = 16 << 10
 
-// ledger gathers one run's row outcomes, keyed by each row's primary key
-// or $insert_id. Entries are written after the batch they describe, so a
+// ledger gathers one run's row outcomes, keyed by each row's primary key,
+// else its $insert_id (events), profile id or lookup key. Entries are written after the batch they describe, so a
 // crash between loses ledger lines, never records; they are appended on
 // a goroutine of their own, one buffer filling while the other is
 // written, so the sync's writes do not wait for them. Only the
