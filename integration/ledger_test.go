@@ -123,3 +123,63 @@ schedule: api
 		t.Fatalf("export holds %d events of %d ids, want 3 of 3", lines, len(perID))
 	}
 }
+
+// A Mirror import's key inserted, updated, then deleted: the app API's
+// ledger of the row shows the three outcomes, newest first.
+func TestLedgerMirrorOutcomes(t *testing.T) {
+	db := newPGDB(t)
+	db.exec(t, `CREATE TABLE lm (id bigint PRIMARY KEY, user_id text NOT NULL, plan text, event_time timestamptz NOT NULL)`)
+	db.exec(t, `INSERT INTO lm VALUES (7, 'u7', 'free', now() - interval '2 hours'), (8, 'u8', 'free', now() - interval '2 hours')`)
+	t.Setenv("TRIBUTARY_IT_LM_DSN", db.dsn)
+	dir := t.TempDir()
+	spec := fmt.Sprintf(`id: lm
+project_id: %d
+import_type: event_stream
+sync_mode: mirror
+source: {kind: postgres, dsn: "${TRIBUTARY_IT_LM_DSN}"}
+table_params: {table: lm}
+event_name: plan
+time_column_name: event_time
+user_column_name: user_id
+schedule: api
+`, mainID)
+	if err := os.WriteFile(filepath.Join(dir, "lm.yaml"), []byte(spec), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := defaultConfig()
+	cfg.ImportsDir = dir
+	s := startServer(t, cfg)
+	var runs []string
+	for _, change := range []string{"", `UPDATE lm SET plan = 'pro' WHERE id = 7`, `DELETE FROM lm WHERE id = 7`} {
+		if change != "" {
+			db.exec(t, change)
+			time.Sleep(2100 * time.Millisecond) // past the join window
+		}
+		id := manualSync(t, s, "lm")
+		if r := waitRun(t, s, "lm", id); r.Status != "SUCCEEDED" {
+			t.Fatalf("run after %q: %+v", change, r)
+		}
+		runs = append(runs, id)
+	}
+	rep := s.do(t, request{Method: http.MethodGet, Path: importPath("lm") + "/rows/7", Auth: asOwner})
+	var ledger struct {
+		Results struct {
+			Runs []struct {
+				RunID   string `json:"run_id"`
+				Outcome string
+			}
+		}
+	}
+	if rep.Status != http.StatusOK || json.Unmarshal(rep.Body, &ledger) != nil {
+		t.Fatalf("ledger of row 7: %s", rep)
+	}
+	var got []string
+	for _, e := range ledger.Results.Runs {
+		got = append(got, e.RunID+" "+e.Outcome)
+	}
+	want := []string{runs[2] + " deleted", runs[1] + " updated", runs[0] + " inserted"}
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("ledger of row 7: %v, want %v (%s)", got, want, rep.Body)
+	}
+	t.Logf("ledger of row 7 as served: %s", rep.Body)
+}

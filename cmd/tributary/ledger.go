@@ -25,7 +25,7 @@ func runsKey(ctx context.Context, st store.Store, cfg *config.Config, project in
 			return err
 		}
 		for _, e := range entries {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, importID, e.Key, e.Run,
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", p.ID, importID, key, e.Run,
 				time.UnixMilli(e.AtMs).UTC().Format(time.RFC3339), e.Outcome, e.Field, e.Reason)
 		}
 	}

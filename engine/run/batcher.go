@@ -226,9 +226,15 @@ func (b *batcher) commit(ctx context.Context, s *slot) error {
 		if err != nil {
 			return err
 		}
-		if p.ledger != nil {
+		if p.ledger != nil && len(s.batch.Events) > 0 {
 			p.ledger.events(&s.batch, res, &s.keys, s.evRows)
 		}
+		if p.ledger != nil && len(s.batch.Profiles) > 0 {
+			p.ledger.profiles(&s.batch, res, &s.keys, b.base+s.offset)
+		}
+	}
+	if p.ledger != nil && b.table != nil {
+		p.ledger.lookups(&s.out, s.fails, &s.keys, b.base+s.offset)
 	}
 	if err := p.ledger.flush(ctx, false); err != nil {
 		return connectors.Permanent(err)

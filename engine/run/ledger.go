@@ -17,26 +17,24 @@ import (
 // LedgerStore is what a run needs to keep its row-level ledger; a store
 // without it (a test double) runs without one.
 type LedgerStore interface {
-	AddLedger(ctx context.Context, project int64, importID string, entries []store.LedgerEntry, quarantine []store.QuarantineRow) error
+	AddLedger(ctx context.Context, run store.LedgerRun, entries []store.LedgerEntry, quarantine []store.QuarantineRow) error
 }
 
 // ledgerFlush is how many entries a run gathers before appending them:
-// one store transaction per this many rows keeps the ledger's cost a
-// small share of the write's.
-const ledgerFlush = 64 << 10
+// one store append (a log entry, a COPY) per this many rows keeps the
+// ledger's cost a small share of the write's, and its two buffers under
+// a megabyte each.
+const ledgerFlush = 16 << 10
 
-// ledger gathers one run's row outcomes, keyed by each row's primary key
-// or $insert_id. Entries are written after the batch they describe, so a
+// ledger gathers one run's row outcomes, keyed by each row's primary key,
+// else its $insert_id (events), profile id or lookup key. Entries are written after the batch they describe, so a
 // crash between loses ledger lines, never records; they are appended on
 // a goroutine of their own, one buffer filling while the other is
 // written, so the sync's writes do not wait for them. Only the
 // pipeline's writer stage touches it.
 type ledger struct {
-	st      LedgerStore
-	project int64
-	imp     string
-	run     string
-	atMs    int64
+	st  LedgerStore
+	run store.LedgerRun
 	ledgerBuf
 	spare    ledgerBuf
 	inflight chan flushed // the append in flight; nil: none
@@ -44,15 +42,16 @@ type ledger struct {
 	// again, when not nil, gathers the hashes of rows refused (a replay:
 	// those stay in the quarantine).
 	again [][16]byte
+	// held are a lookup table's entries, appended once the table is
+	// stored (ledger_profiles.go).
+	held []store.LedgerEntry
 }
 
-// ledgerBuf is what one append writes. The entries' keys are strings
-// into arena, so gathering them allocates nothing per row; the store has
-// copied them when AddLedger returns, and the buffer is reused.
+// ledgerBuf is what one append writes; the store has copied it when
+// AddLedger returns, and the buffer is reused.
 type ledgerBuf struct {
 	entries []store.LedgerEntry
 	quar    []store.QuarantineRow
-	arena   []byte
 }
 
 type flushed struct {
@@ -60,22 +59,12 @@ type flushed struct {
 	err error
 }
 
-// keep copies key into the arena and returns the copy.
-func (b *ledgerBuf) keep(key string) string {
-	if key == "" {
-		return ""
-	}
-	start := len(b.arena)
-	b.arena = append(b.arena, key...)
-	return unsafe.String(&b.arena[start], len(key))
-}
-
 func newLedger(s Store, project int64, importID, runID string, atMs int64) *ledger {
 	ls, ok := s.(LedgerStore)
 	if !ok || runID == "" {
 		return nil
 	}
-	return &ledger{st: ls, project: project, imp: importID, run: runID, atMs: atMs}
+	return &ledger{st: ls, run: store.LedgerRun{Project: project, Import: importID, Run: runID, AtMs: atMs}}
 }
 
 // events records a written batch's events: imported, or duplicate when
@@ -105,9 +94,7 @@ func (l *ledger) events(batch *store.Batch, res store.WriteResult, keys *rowKeys
 		if key == "" {
 			continue
 		}
-		// The key points into the slot's reused buffers: keep a copy.
-		k := l.keep(store.TruncKey(key))
-		l.entries = append(l.entries, store.LedgerEntry{Hash: store.LedgerKeyHash(key), Key: k, Run: l.run, AtMs: l.atMs, Outcome: o})
+		l.entries = append(l.entries, store.LedgerEntry{Hash: store.LedgerKeyHash(key), Outcome: o})
 	}
 }
 
@@ -120,8 +107,7 @@ func (l *ledger) refused(fails []mapping.RowError, first int64, keys *rowKeys, q
 			field = f.Column
 		}
 		h := store.LedgerKeyHash(key)
-		l.entries = append(l.entries, store.LedgerEntry{Hash: h, Key: store.TruncKey(key), Run: l.run,
-			AtMs: l.atMs, Outcome: store.OutcomeRefused, Field: field, Reason: f.Message})
+		l.entries = append(l.entries, store.LedgerEntry{Hash: h, Outcome: store.OutcomeRefused, Field: field, Reason: f.Message})
 		if l.again != nil {
 			l.again = append(l.again, h)
 		}
@@ -144,7 +130,7 @@ func (l *ledger) flush(ctx context.Context, force bool) error {
 		done := make(chan flushed, 1)
 		l.inflight = done
 		go func() {
-			err := l.st.AddLedger(context.WithoutCancel(ctx), l.project, l.imp, buf.entries, buf.quar)
+			err := l.st.AddLedger(context.WithoutCancel(ctx), l.run, buf.entries, buf.quar)
 			done <- flushed{buf, err}
 		}()
 	}
@@ -163,7 +149,7 @@ func (l *ledger) wait() error {
 	l.inflight = nil
 	clear(f.buf.entries)
 	clear(f.buf.quar)
-	l.spare = ledgerBuf{entries: f.buf.entries[:0], quar: f.buf.quar[:0], arena: f.buf.arena[:0]}
+	l.spare = ledgerBuf{entries: f.buf.entries[:0], quar: f.buf.quar[:0]}
 	if f.err != nil {
 		return fmt.Errorf("ledger: %w", f.err)
 	}

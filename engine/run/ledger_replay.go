@@ -35,7 +35,9 @@ const replayPage = 500
 // is asked only for its schema (the primary key the $insert_id derives
 // from), not for rows.
 func (r *Runner) replay(ctx context.Context, im *importspec.Import, project importspec.Project, opt Options, st *Stats) error {
-	if im.ImportType != importspec.EventStream {
+	// A lookup table is replaced whole by each run: a replay's rows alone
+	// would replace it.
+	if im.ImportType == importspec.LookupTable {
 		return fmt.Errorf("import %s: %w: replay of %s", im.ID, ErrNotSupported, im.ImportType)
 	}
 	qs, ok := r.Store.(QuarantineStore)

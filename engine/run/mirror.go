@@ -79,6 +79,7 @@ type mirrorRun struct {
 	fixed  []string // people and groups: the properties a row sets
 	lkDel  []string // lookup tables: the keys deleted (mirrorlookup.go)
 	hist   *histRun // History imports (history.go)
+	lg     *mirrorLedger
 
 	// per batch
 	keyBuf  []byte
@@ -141,7 +142,11 @@ func (r *Runner) runMirror(ctx context.Context, im *importspec.Import, project i
 	bo := r.Backoff.withDefaults()
 	for attempt := 0; ; attempt++ {
 		mr := &mirrorRun{r: r, im: im, project: project, opt: opt, st: st, gen: gen, planned: planned}
+		mr.lg = newMirrorLedger(r.Store, mr)
 		err := mr.pass(ctx)
+		if lerr := mr.lg.close(ctx); lerr != nil && err == nil {
+			err = connectors.Permanent(lerr)
+		}
 		if err == nil {
 			break
 		}
@@ -380,6 +385,7 @@ func (mr *mirrorRun) classify(rec arrow.RecordBatch, uniq []int) {
 	mr.changed = mr.changed[:0]
 	mr.oldRef = slices.Grow(mr.oldRef[:0], n)[:n]
 	clear(mr.oldRef)
+	mr.lg.batch(n)
 	for j, i := range uniq {
 		old := mr.state[j]
 		if old != nil && old.Flag != store.MirrorDeleting {
@@ -388,12 +394,14 @@ func (mr *mirrorRun) classify(rec arrow.RecordBatch, uniq []int) {
 		switch {
 		case old == nil || old.Flag == store.MirrorDeleting:
 			mr.st.Inserted++
+			mr.lg.note(i, store.OutcomeInserted)
 			if mr.plan != nil {
 				mr.plan.Inserts++
 				mr.plan.InsertKeys = mr.sample(mr.plan.InsertKeys, rec, i)
 			}
 		case old.Flag == store.MirrorPending || !bytes.Equal(old.Hash, mr.hashes[i][:]):
 			mr.st.Updated++
+			mr.lg.note(i, store.OutcomeUpdated)
 			if mr.plan != nil {
 				mr.plan.Updates++
 				mr.plan.UpdateKeys = mr.sample(mr.plan.UpdateKeys, rec, i)

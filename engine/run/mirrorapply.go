@@ -67,6 +67,7 @@ func (mr *mirrorRun) stage(ctx context.Context, rec arrow.RecordBatch) error {
 		key := bytes.Clone(mr.key(i))
 		mr.pending[string(key)] = struct{}{}
 		mr.rows = append(mr.rows, store.MirrorRow{Key: key, Hash: bytes.Clone(mr.hashes[i][:]), Ref: refs[k], Flag: store.MirrorPending})
+		mr.lg.stage(key, i, k)
 		if im.ImportType == importspec.EventStream {
 			if ev, ok := store.ParseEventRef(mr.oldRef[i]); ok {
 				mr.delEvs = append(mr.delEvs, ev)
@@ -100,6 +101,9 @@ func (mr *mirrorRun) flush(ctx context.Context) error {
 	if err := mr.write(wctx); err != nil {
 		return err
 	}
+	if err := mr.lg.done(wctx); err != nil {
+		return connectors.Permanent(err)
+	}
 	mr.rows, mr.delEvs = mr.rows[:0], mr.delEvs[:0]
 	clear(mr.pending)
 	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID}
@@ -128,6 +132,7 @@ func (mr *mirrorRun) mapEvents(refs [][]byte) error {
 	base := len(mr.batch.Events) // events of earlier batches, pending
 	fails := mr.v.Events(mr.im.ProjectID, mr.r.now(), &mr.out, 0, &mr.batch)
 	mr.fail(fails)
+	mr.lg.refuse(fails)
 	refused := make([]bool, len(mr.changed))
 	for _, f := range fails[len(mr.out.Errs):] {
 		refused[f.Row] = true
@@ -166,7 +171,9 @@ func (mr *mirrorRun) mapProfiles(refs [][]byte) error {
 		}
 	}
 	mr.sets.Profiles = mr.sets.Profiles[:0]
-	mr.fail(mr.pv.Profiles(kind, &mr.out, 0, &mr.sets))
+	fails := mr.pv.Profiles(kind, &mr.out, 0, &mr.sets)
+	mr.fail(fails)
+	mr.lg.refuse(fails)
 	for k, i := range mr.changed {
 		if old := mr.oldRef[i]; len(old) > 0 {
 			if id, _ := parseProfileRef(old); id != string(refs[k]) {
@@ -280,6 +287,7 @@ func (rm *remover) reset() {
 func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 	mr := rm.mr
 	mr.st.Deleted++
+	mr.lg.deleted(row.Key)
 	switch mr.im.ImportType {
 	case importspec.EventStream:
 		rm.a.Remove = append(rm.a.Remove, row.Key)
@@ -324,6 +332,9 @@ func (rm *remover) flush(ctx context.Context) error {
 	}
 	if err := rm.mr.write(wctx); err != nil {
 		return err
+	}
+	if err := rm.mr.lg.done(wctx); err != nil {
+		return connectors.Permanent(err)
 	}
 	rm.reset()
 	return nil

@@ -91,6 +91,10 @@ func (p *pass) run(ctx context.Context) error {
 			return connectors.Permanent(fmt.Errorf("replace lookup table: %w", err))
 		}
 		p.st.Imported = int64(table.Table().Len())
+		p.ledger.release()
+		if err := p.ledger.flush(ctx, true); err != nil {
+			return connectors.Permanent(err)
+		}
 	}
 	return nil
 }

@@ -50,15 +50,31 @@ func TruncKey(key string) string {
 	return key[:n]
 }
 
-// LedgerEntry is one row's outcome in one run.
+// LedgerRun names the run a batch of ledger entries belongs to.
+type LedgerRun struct {
+	Project int64
+	Import  string
+	Run     string
+	AtMs    int64 // the run's start
+}
+
+// LedgerEntry is one row's outcome in one run, as a run hands it to
+// AddLedger: the key's hash only, so an entry costs a few bytes (the
+// caller of LedgerHistory knows the key it asks about).
 type LedgerEntry struct {
 	Hash    [16]byte // LedgerKeyHash of the full key
-	Key     string   // the key's text, at most MaxLedgerKey bytes
-	Run     string
-	AtMs    int64
 	Outcome Outcome
 	Field   string // refused rows only
 	Reason  string // refused rows only
+}
+
+// LedgerLine is one run's entry of a key, as LedgerHistory returns it.
+type LedgerLine struct {
+	Run     string
+	AtMs    int64
+	Outcome Outcome
+	Field   string
+	Reason  string
 }
 
 // QuarantineRow is a refused row kept for a replay: the row as read from
@@ -80,12 +96,13 @@ type QuarantineRow struct {
 // are written after the records they describe, apart from them: a crash
 // in between loses ledger lines, never records.
 type Ledger interface {
-	// AddLedger appends entries and stores (replacing by key) quarantine
-	// rows of one import, in one transaction.
-	AddLedger(ctx context.Context, project int64, importID string, entries []LedgerEntry, quarantine []QuarantineRow) error
+	// AddLedger appends one run's entries and stores (replacing by key)
+	// quarantine rows of its import. Once it returns, they survive a
+	// crash, and LedgerHistory sees them.
+	AddLedger(ctx context.Context, run LedgerRun, entries []LedgerEntry, quarantine []QuarantineRow) error
 	// LedgerHistory returns the entries of one key, newest first (by
 	// AtMs, then Run descending), at most limit.
-	LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]LedgerEntry, error)
+	LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]LedgerLine, error)
 	// Quarantined returns an import's quarantined rows ordered by Hash,
 	// those after the hash after (nil: from the start), at most limit.
 	Quarantined(ctx context.Context, project int64, importID string, after *[16]byte, limit int) ([]QuarantineRow, error)

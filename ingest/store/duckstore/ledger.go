@@ -5,27 +5,40 @@ import (
 	"database/sql"
 	"database/sql/driver"
 	"fmt"
+	"strconv"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
-// The row-level ledger and the quarantine (store.Ledger). The ledger is
-// append-only and appended with the Appender, one transaction per flush
-// of a run's entries; lookups by key hash scan it, which a columnar scan
-// of a retention period's entries does in milliseconds. The quarantine
-// has one row per key; a refusal again replaces it (delete, then append).
+// The row-level ledger and the quarantine (store.Ledger). Ledger entries
+// go through the write log like records (ledger_log.go): AddLedger logs
+// them in one entry and the loader inserts them in its own transaction,
+// so they neither compete with the loader for DuckDB's memory nor pay a
+// small transaction's WAL copy and checkpoint. A run's constants
+// (project, import, run, start) are one row of sync_ledger_runs; an
+// entry is its run's number, 64 bits of the key hash and the outcome
+// (sync_ledger_rows), a refusal the same with field and reason
+// (sync_ledger_refused). Lookups by key scan the key column, which a
+// columnar scan of a retention period's entries does in milliseconds.
+// The quarantine has one row per key; a refusal again replaces it
+// (delete, then append).
 
 var ledgerTables = []string{
-	`CREATE TABLE IF NOT EXISTS sync_ledger (
-		project BIGINT NOT NULL, import VARCHAR NOT NULL, key_hash BLOB NOT NULL, key VARCHAR NOT NULL,
-		run VARCHAR NOT NULL, at_ms BIGINT NOT NULL, outcome UTINYINT NOT NULL, field VARCHAR NOT NULL, reason VARCHAR NOT NULL)`,
+	// The ledger's first layout (one wide row per entry) never shipped.
+	`DROP TABLE IF EXISTS sync_ledger`,
+	`CREATE TABLE IF NOT EXISTS sync_ledger_runs (
+		run_no BIGINT PRIMARY KEY, project BIGINT NOT NULL, import VARCHAR NOT NULL, run VARCHAR NOT NULL, at_ms BIGINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS sync_ledger_rows (run_no BIGINT NOT NULL, key BIGINT NOT NULL, outcome UTINYINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS sync_ledger_refused (
+		run_no BIGINT NOT NULL, key BIGINT NOT NULL, field VARCHAR NOT NULL, reason VARCHAR NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS sync_quarantine (
 		project BIGINT NOT NULL, import VARCHAR NOT NULL, key_hash BLOB NOT NULL, key VARCHAR NOT NULL,
 		run VARCHAR NOT NULL, at_ms BIGINT NOT NULL, field VARCHAR NOT NULL, reason VARCHAR NOT NULL, row BLOB NOT NULL)`,
 }
 
-// AddLedger implements store.Ledger.
-func (s *Store) AddLedger(ctx context.Context, project int64, importID string, entries []store.LedgerEntry, quarantine []store.QuarantineRow) (err error) {
+// AddLedger implements store.Ledger: the entries are logged (and so
+// durable) on return; the quarantine rows, rare, are written at once.
+func (s *Store) AddLedger(ctx context.Context, run store.LedgerRun, entries []store.LedgerEntry, quarantine []store.QuarantineRow) (err error) {
 	if len(entries) == 0 && len(quarantine) == 0 {
 		return nil
 	}
@@ -38,6 +51,12 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 			err = fmt.Errorf("duckstore: add ledger: %w", err)
 		}
 	}()
+	if err := s.logLedger(ctx, run, entries); err != nil {
+		return err
+	}
+	if len(quarantine) == 0 {
+		return nil
+	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -55,18 +74,15 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 			_ = conn.Raw(func(any) error { return driver.ErrBadConn })
 		}
 	}()
-	if err := appendLedger(ctx, conn, project, importID, entries); err != nil {
-		return err
-	}
 	for i := range quarantine {
 		if _, err := conn.ExecContext(ctx, `DELETE FROM sync_quarantine WHERE project = ? AND import = ? AND key_hash = ?`,
-			project, importID, hashBytes(&quarantine[i].Hash)); err != nil {
+			run.Project, run.Import, hashBytes(&quarantine[i].Hash)); err != nil {
 			return err
 		}
 	}
 	err = appendRows(conn, "sync_quarantine", len(quarantine), func(i int) []driver.Value {
 		q := &quarantine[i]
-		return []driver.Value{project, importID, hashBytes(&q.Hash), q.Key, q.Run, q.AtMs, q.Field, q.Reason, q.Row}
+		return []driver.Value{run.Project, run.Import, hashBytes(&q.Hash), q.Key, q.Run, q.AtMs, q.Field, q.Reason, q.Row}
 	})
 	if err != nil {
 		return err
@@ -78,27 +94,32 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 	return nil
 }
 
-// LedgerHistory implements store.Ledger.
-func (s *Store) LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]store.LedgerEntry, error) {
+// LedgerHistory implements store.Ledger. It waits for the loader, so it
+// sees every entry AddLedger acknowledged.
+func (s *Store) LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]store.LedgerLine, error) {
 	if err := s.enter("ledger history"); err != nil {
 		return nil, err
 	}
 	defer s.ops.Done()
-	rows, err := s.db.QueryContext(ctx, `SELECT key_hash, key, run, at_ms, outcome, field, reason FROM sync_ledger
-		WHERE project = ? AND import = ? AND key_hash = ? ORDER BY at_ms DESC, run DESC LIMIT ?`, project, importID, hashBytes(&hash), limit)
+	if err := s.Sync(ctx); err != nil {
+		return nil, fmt.Errorf("duckstore: ledger history: %w", err)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT r.run, r.at_ms, e.outcome, e.field, e.reason FROM (
+			SELECT run_no, outcome, '' AS field, '' AS reason FROM sync_ledger_rows WHERE key = $1
+			UNION ALL SELECT run_no, `+strconv.Itoa(int(store.OutcomeRefused))+`, field, reason FROM sync_ledger_refused WHERE key = $1) e
+		JOIN sync_ledger_runs r USING (run_no) WHERE r.project = $2 AND r.import = $3
+		ORDER BY r.at_ms DESC, r.run DESC LIMIT $4`, ledgerKey(hash[:]), project, importID, limit)
 	if err != nil {
 		return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 	}
 	defer rows.Close()
-	var out []store.LedgerEntry
+	var out []store.LedgerLine
 	for rows.Next() {
-		var e store.LedgerEntry
-		var h []byte
+		var e store.LedgerLine
 		var o uint8
-		if err := rows.Scan(&h, &e.Key, &e.Run, &e.AtMs, &o, &e.Field, &e.Reason); err != nil {
+		if err := rows.Scan(&e.Run, &e.AtMs, &o, &e.Field, &e.Reason); err != nil {
 			return nil, fmt.Errorf("duckstore: ledger history: %w", err)
 		}
-		copy(e.Hash[:], h)
 		e.Outcome = store.Outcome(o)
 		out = append(out, e)
 	}
@@ -175,15 +196,30 @@ func (s *Store) PruneLedger(ctx context.Context, beforeMs int64) (int64, error) 
 		return 0, err
 	}
 	defer s.ops.Done()
+	fail := func(err error) (int64, error) { return 0, fmt.Errorf("duckstore: prune ledger: %w", err) }
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fail(err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	const old = ` WHERE run_no IN (SELECT run_no FROM sync_ledger_runs WHERE at_ms < ?)`
 	var n int64
-	for _, table := range []string{"sync_ledger", "sync_quarantine"} {
-		res, err := s.db.ExecContext(ctx, `DELETE FROM `+table+` WHERE at_ms < ?`, beforeMs)
+	// Entries and quarantine rows count; runs, last, do not.
+	for _, q := range []string{`DELETE FROM sync_ledger_rows` + old, `DELETE FROM sync_ledger_refused` + old,
+		`DELETE FROM sync_quarantine WHERE at_ms < ?`} {
+		res, err := tx.ExecContext(ctx, q, beforeMs)
 		if err != nil {
-			return n, fmt.Errorf("duckstore: prune ledger: %w", err)
+			return fail(err)
 		}
 		if k, err := res.RowsAffected(); err == nil {
 			n += k
 		}
+	}
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sync_ledger_runs WHERE at_ms < ?`, beforeMs); err != nil {
+		return fail(err)
+	}
+	if err := tx.Commit(); err != nil {
+		return fail(err)
 	}
 	return n, nil
 }

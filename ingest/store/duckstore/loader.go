@@ -276,7 +276,7 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("arrow interface: %w", err)
 	}
-	pipe := s.pipe
+	pipe, lc := s.pipe, s.ledgerRows
 	// Merges and identity changes are rarer than events: their appenders
 	// are made on the first one.
 	var mg, chg *duckdb.Appender
@@ -287,6 +287,9 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 			err = werr
 		}
 		pipe.discard()
+		if err != nil {
+			lc.fail()
+		}
 		for _, ap := range []*duckdb.Appender{mg, chg} {
 			if ap == nil {
 				continue
@@ -372,6 +375,15 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 				days[store.DayKey{Project: u.project, Day: string(u.month), Source: string(u.source)}] += u.events
 				return nil
 			},
+			ledger: func(l *logLedger) error {
+				if err := lc.add(l); err != nil || !lc.full() {
+					return err
+				}
+				if err := pipe.idle(); err != nil {
+					return err
+				}
+				return lc.insert(ctx, c, ar)
+			},
 		})
 		if err != nil {
 			return fmt.Errorf("log entry %d: %w", lsn, err)
@@ -388,6 +400,9 @@ func (s *Store) applyOn(ctx context.Context, c *duckdb.Conn, from uint64) (last 
 		return 0, 0, 0, err
 	}
 	if err := pipe.fill.insert(ctx, c, ar); err != nil {
+		return 0, 0, 0, err
+	}
+	if err := lc.insert(ctx, c, ar); err != nil {
 		return 0, 0, 0, err
 	}
 	if mg != nil {

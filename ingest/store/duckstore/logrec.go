@@ -74,7 +74,8 @@ type entryVisitor struct {
 	profile    func(*logProfile) error
 	checkpoint func(*logCheckpoint) error
 	usage      func(*logUsage) error
-	day        func(*logUsage) error // month holds the day (YYYY-MM-DD)
+	day        func(*logUsage) error  // month holds the day (YYYY-MM-DD)
+	ledger     func(*logLedger) error // an entry of ledger lines (ledger_log.go)
 }
 
 type logMerge struct {
@@ -263,6 +264,9 @@ func decodeEntry(b []byte, v entryVisitor) (rows int, err error) {
 	r := logReader{b: b}
 	var e logEvent
 	n := r.uvarint()
+	if n == ledgerMarker {
+		return decodeLedger(&r, v.ledger)
+	}
 	var common [][]byte
 	hasCommon := n == commonMarker
 	if hasCommon {

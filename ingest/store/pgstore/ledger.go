@@ -39,8 +39,12 @@ const ledgerMigration = `CREATE TABLE sync_ledger (
 		PRIMARY KEY (project, import, key_hash));
 	CREATE INDEX sync_quarantine_age ON sync_quarantine (at_ms);`
 
+// ledgerKeyMigration drops the ledger's copy of each key's text: an
+// entry is found by its hash, and whoever asks knows the key.
+const ledgerKeyMigration = `ALTER TABLE sync_ledger DROP COLUMN key`
+
 // AddLedger implements store.Ledger.
-func (s *Store) AddLedger(ctx context.Context, project int64, importID string, entries []store.LedgerEntry, quarantine []store.QuarantineRow) error {
+func (s *Store) AddLedger(ctx context.Context, run store.LedgerRun, entries []store.LedgerEntry, quarantine []store.QuarantineRow) error {
 	if len(entries) == 0 && len(quarantine) == 0 {
 		return nil
 	}
@@ -54,10 +58,10 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 	}
 	defer rollback(ctx, tx)
 	_, err = tx.CopyFrom(ctx, pgx.Identifier{"sync_ledger"},
-		[]string{"project", "import", "key_hash", "key", "run", "at_ms", "outcome", "field", "reason"},
+		[]string{"project", "import", "key_hash", "run", "at_ms", "outcome", "field", "reason"},
 		pgx.CopyFromSlice(len(entries), func(i int) ([]any, error) {
 			e := &entries[i]
-			return []any{project, importID, e.Hash[:], e.Key, e.Run, e.AtMs, int16(e.Outcome), e.Field, e.Reason}, nil
+			return []any{run.Project, run.Import, e.Hash[:], run.Run, run.AtMs, int16(e.Outcome), e.Field, e.Reason}, nil
 		}))
 	if err != nil {
 		return fmt.Errorf("pgstore: add ledger: %w", err)
@@ -67,7 +71,7 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 		if _, err := tx.Exec(ctx, `INSERT INTO sync_quarantine (project, import, key_hash, key, run, at_ms, field, reason, row)
 			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (project, import, key_hash) DO UPDATE SET
 			key = EXCLUDED.key, run = EXCLUDED.run, at_ms = EXCLUDED.at_ms, field = EXCLUDED.field, reason = EXCLUDED.reason, row = EXCLUDED.row`,
-			project, importID, q.Hash[:], q.Key, q.Run, q.AtMs, q.Field, q.Reason, q.Row); err != nil {
+			run.Project, run.Import, q.Hash[:], q.Key, q.Run, q.AtMs, q.Field, q.Reason, q.Row); err != nil {
 			return fmt.Errorf("pgstore: add ledger: quarantine: %w", err)
 		}
 	}
@@ -78,22 +82,20 @@ func (s *Store) AddLedger(ctx context.Context, project int64, importID string, e
 }
 
 // LedgerHistory implements store.Ledger.
-func (s *Store) LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]store.LedgerEntry, error) {
+func (s *Store) LedgerHistory(ctx context.Context, project int64, importID string, hash [16]byte, limit int) ([]store.LedgerLine, error) {
 	if err := s.enter("ledger history"); err != nil {
 		return nil, err
 	}
 	defer s.ops.Done()
-	rows, err := s.pool.Query(ctx, `SELECT key_hash, key, run, at_ms, outcome, field, reason FROM sync_ledger
+	rows, err := s.pool.Query(ctx, `SELECT run, at_ms, outcome, field, reason FROM sync_ledger
 		WHERE project = $1 AND import = $2 AND key_hash = $3 ORDER BY at_ms DESC, run DESC LIMIT $4`, project, importID, hash[:], limit)
 	if err != nil {
 		return nil, fmt.Errorf("pgstore: ledger history: %w", err)
 	}
-	var out []store.LedgerEntry
-	var e store.LedgerEntry
-	var h []byte
+	var out []store.LedgerLine
+	var e store.LedgerLine
 	var o int16
-	_, err = pgx.ForEachRow(rows, []any{&h, &e.Key, &e.Run, &e.AtMs, &o, &e.Field, &e.Reason}, func() error {
-		copy(e.Hash[:], h)
+	_, err = pgx.ForEachRow(rows, []any{&e.Run, &e.AtMs, &o, &e.Field, &e.Reason}, func() error {
 		e.Outcome = store.Outcome(o)
 		out = append(out, e)
 		return nil

@@ -242,6 +242,9 @@ var migrations = []string{
 	// 13: Mirror runs' table rows and Mirror imports' sources
 	// (mirrorsource.go).
 	mirrorSourcesMigration,
+
+	// 14: the ledger keeps no copy of a key's text (ledger.go).
+	ledgerKeyMigration,
 }
 
 // createStage makes the per-connection staging table of Write's slow path

@@ -17,33 +17,52 @@ func testLedger(t *testing.T, h Harness) {
 	key := "order-42"
 	hash := store.LedgerKeyHash(key)
 	other := store.LedgerKeyHash("order-43")
-	add := func(entries []store.LedgerEntry, q []store.QuarantineRow) {
+	run := func(id string, atMs int64) store.LedgerRun {
+		return store.LedgerRun{Project: 1, Import: "imp", Run: id, AtMs: atMs}
+	}
+	add := func(r store.LedgerRun, entries []store.LedgerEntry, q []store.QuarantineRow) {
 		t.Helper()
-		if err := hd.s.AddLedger(ctx, 1, "imp", entries, q); err != nil {
+		if err := hd.s.AddLedger(ctx, r, entries, q); err != nil {
 			t.Fatal(err)
 		}
 	}
-	add([]store.LedgerEntry{
-		{Hash: hash, Key: key, Run: "r1", AtMs: 1000, Outcome: store.OutcomeImported},
-		{Hash: other, Key: "order-43", Run: "r1", AtMs: 1000, Outcome: store.OutcomeImported},
+	add(run("r1", 1000), []store.LedgerEntry{
+		{Hash: hash, Outcome: store.OutcomeImported},
+		{Hash: other, Outcome: store.OutcomeImported},
 	}, nil)
-	add([]store.LedgerEntry{{Hash: hash, Key: key, Run: "r2", AtMs: 2000, Outcome: store.OutcomeRefused, Field: "time", Reason: "bad time"}},
+	add(run("r2", 2000), []store.LedgerEntry{{Hash: hash, Outcome: store.OutcomeRefused, Field: "time", Reason: "bad time"}},
 		[]store.QuarantineRow{{Hash: hash, Key: key, Run: "r2", AtMs: 2000, Field: "time", Reason: "bad time", Row: []byte{1, 2, 3}}})
-	// Another import's entries for the same key stay apart.
-	if err := hd.s.AddLedger(ctx, 1, "other", []store.LedgerEntry{{Hash: hash, Key: key, Run: "x", AtMs: 5000, Outcome: store.OutcomeDuplicate}}, nil); err != nil {
-		t.Fatal(err)
+	// Seen right away, before a restart.
+	if got, err := hd.s.LedgerHistory(ctx, 1, "imp", other, 10); err != nil || len(got) != 1 || got[0].Run != "r1" {
+		t.Fatalf("history of order-43 = %+v, %v", got, err)
 	}
+	// Another import's entries for the same key stay apart; so do
+	// another project's.
+	add(store.LedgerRun{Project: 1, Import: "other", Run: "x", AtMs: 5000}, []store.LedgerEntry{{Hash: hash, Outcome: store.OutcomeDuplicate}}, nil)
+	add(store.LedgerRun{Project: 2, Import: "imp", Run: "y", AtMs: 5000}, []store.LedgerEntry{{Hash: hash, Outcome: store.OutcomeDuplicate}}, nil)
+	// Mirror's outcomes, in one append of a run.
+	mirrorKey := store.LedgerKeyHash("m-1")
+	add(run("m1", 1500), []store.LedgerEntry{{Hash: mirrorKey, Outcome: store.OutcomeInserted}}, nil)
+	add(run("m2", 1600), []store.LedgerEntry{{Hash: mirrorKey, Outcome: store.OutcomeUpdated}}, nil)
+	add(run("m3", 1700), []store.LedgerEntry{{Hash: mirrorKey, Outcome: store.OutcomeDeleted}}, nil)
 	hd.reopen(t)
 	got, err := hd.s.LedgerHistory(ctx, 1, "imp", hash, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Run != "r2" || got[0].Outcome != store.OutcomeRefused || got[0].Field != "time" || got[0].Reason != "bad time" ||
-		got[1].Run != "r1" || got[1].Outcome != store.OutcomeImported || got[1].Key != key || got[1].Hash != hash {
+	if len(got) != 2 || got[0].Run != "r2" || got[0].AtMs != 2000 || got[0].Outcome != store.OutcomeRefused || got[0].Field != "time" || got[0].Reason != "bad time" ||
+		got[1].Run != "r1" || got[1].AtMs != 1000 || got[1].Outcome != store.OutcomeImported || got[1].Field != "" || got[1].Reason != "" {
 		t.Fatalf("history = %+v", got)
 	}
+	if got, _ := hd.s.LedgerHistory(ctx, 1, "imp", mirrorKey, 10); len(got) != 3 || got[0].Outcome != store.OutcomeDeleted ||
+		got[1].Outcome != store.OutcomeUpdated || got[2].Outcome != store.OutcomeInserted || got[2].Run != "m1" {
+		t.Fatalf("mirror key history = %+v", got)
+	}
+	if got, _ := hd.s.LedgerHistory(ctx, 1, "imp", hash, 1); len(got) != 1 || got[0].Run != "r2" {
+		t.Fatalf("history limited to 1 = %+v", got)
+	}
 	// A second refusal of the key replaces its quarantine row.
-	add(nil, []store.QuarantineRow{
+	add(run("r3", 3000), nil, []store.QuarantineRow{
 		{Hash: hash, Key: key, Run: "r3", AtMs: 3000, Field: "time", Reason: "still bad", Row: []byte{4}},
 		{Hash: other, Key: "order-43", Run: "r3", AtMs: 3000, Field: "event", Reason: "empty", Row: []byte{5}},
 	})
@@ -82,8 +101,8 @@ func testLedger(t *testing.T, h Harness) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n != 3 {
-		t.Fatalf("pruned %d, want 3 (r1's two entries and r2's)", n)
+	if n != 6 {
+		t.Fatalf("pruned %d, want 6 (r1's two entries, r2's, m1-m3's)", n)
 	}
 	if got, _ = hd.s.LedgerHistory(ctx, 1, "imp", hash, 10); len(got) != 0 {
 		t.Fatalf("history after prune = %+v", got)
@@ -93,6 +112,9 @@ func testLedger(t *testing.T, h Harness) {
 	}
 	if got, _ = hd.s.LedgerHistory(ctx, 1, "other", hash, 10); len(got) != 1 {
 		t.Fatalf("other import's history = %+v", got)
+	}
+	if got, _ = hd.s.LedgerHistory(ctx, 2, "imp", hash, 10); len(got) != 1 || got[0].Run != "y" {
+		t.Fatalf("other project's history = %+v", got)
 	}
 }
 
