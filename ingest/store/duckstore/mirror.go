@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -104,35 +103,52 @@ func (s *Store) MirrorLookup(ctx context.Context, project int64, importID string
 	if err != nil {
 		return fmt.Errorf("duckstore: mirror lookup: %w", err)
 	}
-	lo, hi := keyRange(keys)
-	var found [][]byte
-	err = mirrorRows(ctx, s.db, `SELECT m.key, m.hash, m.ref, `+mirrorFlag+` FROM mirror_keys m
-		WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR AND m.key BETWEEN ?::BLOB AND ?::BLOB
-			AND m.key IN (SELECT from_hex(unnest(?::VARCHAR[])))`,
-		[]any{done, project, importID, lo, hi, hexes(keys)}, func(r store.MirrorRow) error {
-			if gen > 0 {
-				found = append(found, r.Key)
-			}
-			return fn(r)
-		})
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("duckstore: mirror lookup: %w", err)
 	}
-	if len(found) > 0 {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO mirror_seen SELECT ?::BIGINT, ?::VARCHAR, ?::BIGINT, from_hex(unnest(?::VARCHAR[]))`,
-			project, importID, gen, hexes(found)); err != nil {
+	defer conn.Close()
+	lo, hi := keyRange(keys)
+	release, err := registerView(ctx, conn, mirrorKeysBatch(keys), mirrorKeysView)
+	if err != nil {
+		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+	}
+	var got []store.MirrorRow
+	err = mirrorRows(ctx, conn, `SELECT m.key, m.hash, m.ref, `+mirrorFlag+` FROM mirror_keys m
+		WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR AND m.key BETWEEN ?::BLOB AND ?::BLOB
+			AND m.key IN (SELECT k FROM `+mirrorKeysView+`)`,
+		[]any{done, project, importID, lo, hi}, func(r store.MirrorRow) error {
+			got = append(got, r)
+			return nil
+		})
+	release()
+	if err != nil {
+		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+	}
+	if gen > 0 && len(got) > 0 {
+		found := make([][]byte, len(got))
+		for i, r := range got {
+			found[i] = r.Key
+		}
+		release, err := registerView(ctx, conn, mirrorKeysBatch(found), mirrorKeysView)
+		if err != nil {
+			return fmt.Errorf("duckstore: mirror lookup: %w", err)
+		}
+		_, err = conn.ExecContext(ctx, `INSERT INTO mirror_seen SELECT ?::BIGINT, ?::VARCHAR, ?::BIGINT, k FROM `+mirrorKeysView,
+			project, importID, gen)
+		release()
+		if err != nil {
 			return fmt.Errorf("duckstore: mirror lookup: %w", err)
 		}
 	}
-	return nil
-}
-
-func hexes(bs [][]byte) []string {
-	out := make([]string, len(bs))
-	for i, b := range bs {
-		out[i] = hex.EncodeToString(b)
+	// fn may use the store: the connection goes back first.
+	conn.Close()
+	for _, r := range got {
+		if err := fn(r); err != nil {
+			return err
+		}
 	}
-	return out
+	return nil
 }
 
 type queryer interface {
@@ -207,28 +223,12 @@ func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
 	return nil
 }
 
-func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) (err error) {
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback() }()
-	if len(a.DeleteEvents) > 0 {
-		ts, his, los := make([]int64, len(a.DeleteEvents)), make([]int64, len(a.DeleteEvents)), make([]int64, len(a.DeleteEvents))
-		from, to := a.DeleteEvents[0].TimeMs, a.DeleteEvents[0].TimeMs
-		for i, e := range a.DeleteEvents {
-			ts[i] = e.TimeMs
-			his[i], los[i] = splitKey(e.Key)
-			from, to = min(from, e.TimeMs), max(to, e.TimeMs)
-		}
-		// The time range lets the scan skip row groups by their zone maps.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE rowid IN (
-			SELECT e.rowid FROM events e JOIN (SELECT unnest(?::BIGINT[]) AS t, unnest(?::BIGINT[]) AS hi, unnest(?::BIGINT[]) AS lo) d
-				ON e.time_ms = d.t AND e.k_hi = d.hi AND e.k_lo = d.lo
-			WHERE e.project = ? AND e.time_ms BETWEEN ? AND ?)`, ts, his, los, a.Project, from, to); err != nil {
-			return fmt.Errorf("delete events: %w", err)
-		}
-	}
+	defer conn.Close()
 	// Upserted and removed keys lose their rows; upserted ones get new ones.
 	gone := a.Remove
 	if len(a.Rows) > 0 {
@@ -238,34 +238,69 @@ func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) error {
 			gone = append(gone, r.Key)
 		}
 	}
+	// The views are registered outside the transaction (a catalog change
+	// of the connection's own) and each is read once.
+	if len(gone) > 0 {
+		release, err := registerView(ctx, conn, mirrorKeysBatch(gone), mirrorKeysView)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	if len(a.Rows) > 0 {
+		release, err := registerView(ctx, conn, mirrorRowsBatch(a.Rows), mirrorRowsView)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	if _, err := conn.ExecContext(ctx, `BEGIN TRANSACTION`); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+	}()
+	if len(a.DeleteEvents) > 0 {
+		ts, his, los := make([]int64, len(a.DeleteEvents)), make([]int64, len(a.DeleteEvents)), make([]int64, len(a.DeleteEvents))
+		from, to := a.DeleteEvents[0].TimeMs, a.DeleteEvents[0].TimeMs
+		for i, e := range a.DeleteEvents {
+			ts[i] = e.TimeMs
+			his[i], los[i] = splitKey(e.Key)
+			from, to = min(from, e.TimeMs), max(to, e.TimeMs)
+		}
+		// The time range lets the scan skip row groups by their zone maps.
+		if _, err := conn.ExecContext(ctx, `DELETE FROM events WHERE rowid IN (
+			SELECT e.rowid FROM events e JOIN (SELECT unnest(?::BIGINT[]) AS t, unnest(?::BIGINT[]) AS hi, unnest(?::BIGINT[]) AS lo) d
+				ON e.time_ms = d.t AND e.k_hi = d.hi AND e.k_lo = d.lo
+			WHERE e.project = ? AND e.time_ms BETWEEN ? AND ?)`, ts, his, los, a.Project, from, to); err != nil {
+			return fmt.Errorf("delete events: %w", err)
+		}
+	}
 	if len(gone) > 0 {
 		lo, hi := keyRange(gone)
-		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_keys WHERE project = ?::BIGINT AND import = ?::VARCHAR
-			AND key BETWEEN ?::BLOB AND ?::BLOB AND key IN (SELECT from_hex(unnest(?::VARCHAR[])))`,
-			a.Project, a.Import, lo, hi, hexes(gone)); err != nil {
+		if _, err := conn.ExecContext(ctx, `DELETE FROM mirror_keys WHERE project = ?::BIGINT AND import = ?::VARCHAR
+			AND key BETWEEN ?::BLOB AND ?::BLOB AND key IN (SELECT k FROM `+mirrorKeysView+`)`,
+			a.Project, a.Import, lo, hi); err != nil {
 			return fmt.Errorf("remove keys: %w", err)
 		}
 	}
 	if len(a.Rows) > 0 {
 		var seq int64
-		if err := tx.QueryRowContext(ctx, `INSERT INTO mirror_marks VALUES (?, ?, 1, 0)
+		if err := conn.QueryRowContext(ctx, `INSERT INTO mirror_marks VALUES (?, ?, 1, 0)
 			ON CONFLICT (project, import) DO UPDATE SET applied = mirror_marks.applied + 1 RETURNING applied`,
 			a.Project, a.Import).Scan(&seq); err != nil {
 			return fmt.Errorf("write sequence: %w", err)
 		}
-		keys, hashes, refs := make([][]byte, len(a.Rows)), make([][]byte, len(a.Rows)), make([][]byte, len(a.Rows))
-		flags := make([]int32, len(a.Rows))
-		for i, r := range a.Rows {
-			keys[i], hashes[i], refs[i], flags[i] = r.Key, r.Hash, r.Ref, int32(r.Flag)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_keys
-			SELECT ?::BIGINT, ?::VARCHAR, from_hex(k), from_hex(h), from_hex(r), f::UTINYINT, ?::BIGINT, ?::BIGINT
-			FROM (SELECT unnest(?::VARCHAR[]) AS k, unnest(?::VARCHAR[]) AS h, unnest(?::VARCHAR[]) AS r, unnest(?::INTEGER[]) AS f)`,
-			a.Project, a.Import, a.Gen, seq, hexes(keys), hexes(hashes), hexes(refs), flags); err != nil {
+		if _, err := conn.ExecContext(ctx, `INSERT INTO mirror_keys
+			SELECT ?::BIGINT, ?::VARCHAR, key, hash, ref, flag, ?::BIGINT, ?::BIGINT FROM `+mirrorRowsView,
+			a.Project, a.Import, a.Gen, seq); err != nil {
 			return fmt.Errorf("upsert keys: %w", err)
 		}
 	}
-	return tx.Commit()
+	_, err = conn.ExecContext(ctx, `COMMIT`)
+	return err
 }
 
 func nonNil(b []byte) []byte {
