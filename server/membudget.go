@@ -77,6 +77,29 @@ func NewSyncBudget(total int64) MemoryBudget {
 		LoaderLag: syncLoaderLag}
 }
 
+// NewMirrorSyncBudget is `tributary sync`'s split for a Mirror import:
+// half for DuckDB (80 MB of 160MB), two fifths for the Go heap. A Mirror run keeps little
+// in Go (the changed rows of one flush), but DuckDB holds what it
+// deletes (the replaced versions of events, the state rows of changed
+// keys) as per-vector version info outside what it can spill until a
+// checkpoint, ~16-28 KiB for each 2,048-row vector a transaction
+// touches, and a checkpoint needs room of its own: with 24 MB a 1M-row
+// table's 1 % of updates failed the run (and a checkpoint after a few
+// deletes invalidated the database). The need grows with the table: a
+// 5M-row table's 1 % of updates fail with 80 MB and with 96 MB (the
+// first 16,384 changes touch every vector of the events and of the
+// state, 2 × 2,441 of them), so such a table needs a larger memory_limit.
+func NewMirrorSyncBudget(total int64) MemoryBudget {
+	b := NewSyncBudget(total)
+	if total <= 0 {
+		return b
+	}
+	b.DuckDB = max(total/2, minDuckDB)
+	b.GoHeap = total / 5 * 2
+	b.LoadChunkBytes = int(b.GoHeap / 32)
+	return b
+}
+
 // syncLoaderLag keeps a sync's loader within 16MB of its writes (the
 // store's default is 128MB). Whatever lag is left when the source is
 // exhausted the loader applies alone, on one core, before the command

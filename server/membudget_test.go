@@ -68,3 +68,14 @@ func TestNewSyncBudget(t *testing.T) {
 		t.Fatalf("64MB: %+v", b)
 	}
 }
+
+func TestNewMirrorSyncBudget(t *testing.T) {
+	if b := NewMirrorSyncBudget(0); b != (MemoryBudget{}) {
+		t.Fatalf("no budget: %+v", b)
+	}
+	b, sync := NewMirrorSyncBudget(160<<20), NewSyncBudget(160<<20)
+	if b.DuckDB != 80<<20 || b.GoHeap != 64<<20 || b.LoadChunkBytes != 64<<20/32 || b.DuckDB+b.GoHeap > b.Total ||
+		b.LoadTxnRows != sync.LoadTxnRows || b.RowGroupRows != sync.RowGroupRows || b.LoaderLag != sync.LoaderLag || !b.ReturnFreed {
+		t.Fatalf("160MB: %+v", b)
+	}
+}

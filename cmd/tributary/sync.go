@@ -101,7 +101,11 @@ func syncCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return err
 		}
 	}
-	cfg, st, release, err := openDataDir(ctx, *cfgPath, *dataDir, log, syncTuning())
+	tune := syncTuning()
+	if im.IsMirror() {
+		tune.split = server.NewMirrorSyncBudget
+	}
+	cfg, st, release, err := openDataDir(ctx, *cfgPath, *dataDir, log, tune)
 	if err != nil {
 		return err
 	}

@@ -1,9 +1,9 @@
 package duckstore
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
-	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -12,14 +12,34 @@ import (
 
 // mirrorSchema holds Mirror syncs' table states (store.Mirrors). A new
 // table, so files made before gain it and older builds ignore it.
+//
+// mirror_keys has no primary key on purpose: DuckDB keeps an ART index
+// wholly in memory, outside what it can spill, and a 100k-key state's
+// index alone overran `tributary sync`'s DuckDB share (24 MiB) at
+// commit. Without it the state is an append-only column table whose
+// memory does not grow with the table: a key's row is replaced by a
+// delete and an insert in one transaction, and lookups scan the state,
+// pruned by the batch's key range through the row groups' zone maps
+// (a table read in the same order each run keeps its keys clustered).
+//
+// A row's pending flag is not cleared by an UPDATE of every row the run
+// wrote (a first run's million rows) either: each MirrorApply stamps its
+// rows with the import's next write sequence (mirror_marks.applied), and
+// MirrorSettle only records that sequence as settled. A row stamped at
+// or below the settled sequence reads as settled.
 var mirrorSchema = []string{
-	`CREATE TABLE IF NOT EXISTS mirror_state (
+	`CREATE TABLE IF NOT EXISTS mirror_keys (
 		project BIGINT NOT NULL, import VARCHAR NOT NULL, key BLOB NOT NULL,
-		hash BLOB NOT NULL, ref BLOB NOT NULL, flag UTINYINT NOT NULL, seen BIGINT NOT NULL,
-		PRIMARY KEY (project, import, key))`,
-	// The keys a run saw, appended (an UPDATE of a seen mark on every
-	// row cost DuckDB ~200 µs a row); MirrorSettle empties it.
+		hash BLOB NOT NULL, ref BLOB NOT NULL, flag UTINYINT NOT NULL, seen BIGINT NOT NULL, wseq BIGINT NOT NULL)`,
+	`CREATE TABLE IF NOT EXISTS mirror_marks (
+		project BIGINT NOT NULL, import VARCHAR NOT NULL, applied BIGINT NOT NULL, settled BIGINT NOT NULL,
+		PRIMARY KEY (project, import))`,
+	// The state's keys a run found, appended (an UPDATE of a seen mark on
+	// every row cost DuckDB ~200 µs a row); MirrorSettle empties it.
 	`CREATE TABLE IF NOT EXISTS mirror_seen (project BIGINT NOT NULL, import VARCHAR NOT NULL, gen BIGINT NOT NULL, key BLOB NOT NULL)`,
+	// MirrorUnseen's rows, gathered by one anti-join and then paged.
+	`CREATE TABLE IF NOT EXISTS mirror_unseen (project BIGINT NOT NULL, import VARCHAR NOT NULL,
+		key BLOB NOT NULL, hash BLOB NOT NULL, ref BLOB NOT NULL, flag UTINYINT NOT NULL)`,
 	`CREATE TABLE IF NOT EXISTS mirror_runs (
 		project BIGINT NOT NULL, run_id VARCHAR NOT NULL,
 		inserted BIGINT NOT NULL, updated BIGINT NOT NULL, deleted BIGINT NOT NULL, unchanged BIGINT NOT NULL,
@@ -38,8 +58,41 @@ func placeholders(n int) string {
 	return strings.TrimSuffix(strings.Repeat("?,", n), ",")
 }
 
+// mirrorFlag is the SQL of a row's flag as read: settled once its write
+// sequence is settled (the first parameter).
+const mirrorFlag = `CASE WHEN m.wseq <= ?::BIGINT THEN 0 ELSE m.flag END`
+
+// settled returns the import's settled write sequence (0: none).
+func settled(ctx context.Context, db queryRower, project int64, importID string) (int64, error) {
+	var n int64
+	err := db.QueryRowContext(ctx, `SELECT coalesce(max(settled), 0) FROM mirror_marks WHERE project = ? AND import = ?`,
+		project, importID).Scan(&n)
+	return n, err
+}
+
+type queryRower interface {
+	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
+}
+
+// keyRange returns the least and greatest of keys: the bounds that let a
+// scan of the state skip row groups.
+func keyRange(keys [][]byte) (lo, hi []byte) {
+	lo, hi = keys[0], keys[0]
+	for _, k := range keys[1:] {
+		if bytes.Compare(k, lo) < 0 {
+			lo = k
+		}
+		if bytes.Compare(k, hi) > 0 {
+			hi = k
+		}
+	}
+	return lo, hi
+}
+
 // MirrorLookup implements store.Mirrors. Keys travel as one list of
-// hex strings (the driver binds no BLOB lists), joined by hash.
+// hex strings (the driver binds no BLOB lists), joined by hash. Only the
+// keys found are recorded as seen: a key the state lacks is either
+// written by the run (which stamps it seen) or not in the state at all.
 func (s *Store) MirrorLookup(ctx context.Context, project int64, importID string, gen int64, keys [][]byte, fn func(store.MirrorRow) error) error {
 	if err := s.enter("mirror lookup"); err != nil {
 		return err
@@ -48,27 +101,56 @@ func (s *Store) MirrorLookup(ctx context.Context, project int64, importID string
 	if len(keys) == 0 {
 		return nil
 	}
-	q := `SELECT m.key, m.hash, m.ref, m.flag FROM mirror_state m JOIN (SELECT from_hex(unnest(?::VARCHAR[])) AS k) q ON m.key = q.k
-		WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR`
-	args := []any{hexes(keys), project, importID}
-	if gen > 0 {
-		if _, err := s.db.ExecContext(ctx, `INSERT INTO mirror_seen SELECT ?::BIGINT, ?::VARCHAR, ?::BIGINT, from_hex(unnest(?::VARCHAR[]))`,
-			project, importID, gen, args[0]); err != nil {
+	done, err := settled(ctx, s.db, project, importID)
+	if err != nil {
+		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+	}
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+	}
+	defer conn.Close()
+	lo, hi := keyRange(keys)
+	release, err := registerView(ctx, conn, mirrorKeysBatch(keys), mirrorKeysView)
+	if err != nil {
+		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+	}
+	var got []store.MirrorRow
+	err = mirrorRows(ctx, conn, `SELECT m.key, m.hash, m.ref, `+mirrorFlag+` FROM mirror_keys m
+		WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR AND m.key BETWEEN ?::BLOB AND ?::BLOB
+			AND m.key IN (SELECT k FROM `+mirrorKeysView+`)`,
+		[]any{done, project, importID, lo, hi}, func(r store.MirrorRow) error {
+			got = append(got, r)
+			return nil
+		})
+	release()
+	if err != nil {
+		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+	}
+	if gen > 0 && len(got) > 0 {
+		found := make([][]byte, len(got))
+		for i, r := range got {
+			found[i] = r.Key
+		}
+		release, err := registerView(ctx, conn, mirrorKeysBatch(found), mirrorKeysView)
+		if err != nil {
+			return fmt.Errorf("duckstore: mirror lookup: %w", err)
+		}
+		_, err = conn.ExecContext(ctx, `INSERT INTO mirror_seen SELECT ?::BIGINT, ?::VARCHAR, ?::BIGINT, k FROM `+mirrorKeysView,
+			project, importID, gen)
+		release()
+		if err != nil {
 			return fmt.Errorf("duckstore: mirror lookup: %w", err)
 		}
 	}
-	if err := mirrorRows(ctx, s.db, q, args, fn); err != nil {
-		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+	// fn may use the store: the connection goes back first.
+	conn.Close()
+	for _, r := range got {
+		if err := fn(r); err != nil {
+			return err
+		}
 	}
 	return nil
-}
-
-func hexes(bs [][]byte) []string {
-	out := make([]string, len(bs))
-	for i, b := range bs {
-		out[i] = hex.EncodeToString(b)
-	}
-	return out
 }
 
 type queryer interface {
@@ -143,12 +225,45 @@ func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
 	return nil
 }
 
-func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) error {
-	tx, err := s.db.BeginTx(ctx, nil)
+func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) (err error) {
+	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
 	}
-	defer func() { _ = tx.Rollback() }()
+	defer conn.Close()
+	// Upserted and removed keys lose their rows; upserted ones get new ones.
+	gone := a.Remove
+	if len(a.Rows) > 0 {
+		gone = make([][]byte, 0, len(a.Remove)+len(a.Rows))
+		gone = append(gone, a.Remove...)
+		for _, r := range a.Rows {
+			gone = append(gone, r.Key)
+		}
+	}
+	// The views are registered outside the transaction (a catalog change
+	// of the connection's own) and each is read once.
+	if len(gone) > 0 {
+		release, err := registerView(ctx, conn, mirrorKeysBatch(gone), mirrorKeysView)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	if len(a.Rows) > 0 {
+		release, err := registerView(ctx, conn, mirrorRowsBatch(a.Rows), mirrorRowsView)
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
+	if _, err := conn.ExecContext(ctx, `BEGIN TRANSACTION`); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_, _ = conn.ExecContext(context.WithoutCancel(ctx), `ROLLBACK`)
+		}
+	}()
 	if len(a.DeleteEvents) > 0 {
 		ts, his, los := make([]int64, len(a.DeleteEvents)), make([]int64, len(a.DeleteEvents)), make([]int64, len(a.DeleteEvents))
 		from, to := a.DeleteEvents[0].TimeMs, a.DeleteEvents[0].TimeMs
@@ -158,34 +273,36 @@ func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) error {
 			from, to = min(from, e.TimeMs), max(to, e.TimeMs)
 		}
 		// The time range lets the scan skip row groups by their zone maps.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM events WHERE rowid IN (
+		if _, err := conn.ExecContext(ctx, `DELETE FROM events WHERE rowid IN (
 			SELECT e.rowid FROM events e JOIN (SELECT unnest(?::BIGINT[]) AS t, unnest(?::BIGINT[]) AS hi, unnest(?::BIGINT[]) AS lo) d
 				ON e.time_ms = d.t AND e.k_hi = d.hi AND e.k_lo = d.lo
 			WHERE e.project = ? AND e.time_ms BETWEEN ? AND ?)`, ts, his, los, a.Project, from, to); err != nil {
 			return fmt.Errorf("delete events: %w", err)
 		}
 	}
-	if len(a.Remove) > 0 {
-		if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_state WHERE project = ? AND import = ?
-			AND key IN (SELECT from_hex(unnest(?::VARCHAR[])))`, a.Project, a.Import, hexes(a.Remove)); err != nil {
+	if len(gone) > 0 {
+		lo, hi := keyRange(gone)
+		if _, err := conn.ExecContext(ctx, `DELETE FROM mirror_keys WHERE project = ?::BIGINT AND import = ?::VARCHAR
+			AND key BETWEEN ?::BLOB AND ?::BLOB AND key IN (SELECT k FROM `+mirrorKeysView+`)`,
+			a.Project, a.Import, lo, hi); err != nil {
 			return fmt.Errorf("remove keys: %w", err)
 		}
 	}
 	if len(a.Rows) > 0 {
-		keys, hashes, refs := make([][]byte, len(a.Rows)), make([][]byte, len(a.Rows)), make([][]byte, len(a.Rows))
-		flags := make([]int32, len(a.Rows))
-		for i, r := range a.Rows {
-			keys[i], hashes[i], refs[i], flags[i] = r.Key, r.Hash, r.Ref, int32(r.Flag)
+		var seq int64
+		if err := conn.QueryRowContext(ctx, `INSERT INTO mirror_marks VALUES (?, ?, 1, 0)
+			ON CONFLICT (project, import) DO UPDATE SET applied = mirror_marks.applied + 1 RETURNING applied`,
+			a.Project, a.Import).Scan(&seq); err != nil {
+			return fmt.Errorf("write sequence: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_state
-			SELECT ?::BIGINT, ?::VARCHAR, from_hex(k), from_hex(h), from_hex(r), f::UTINYINT, ?::BIGINT
-			FROM (SELECT unnest(?::VARCHAR[]) AS k, unnest(?::VARCHAR[]) AS h, unnest(?::VARCHAR[]) AS r, unnest(?::INTEGER[]) AS f)
-			ON CONFLICT (project, import, key) DO UPDATE SET hash = excluded.hash, ref = excluded.ref, flag = excluded.flag, seen = excluded.seen`,
-			a.Project, a.Import, a.Gen, hexes(keys), hexes(hashes), hexes(refs), flags); err != nil {
+		if _, err := conn.ExecContext(ctx, `INSERT INTO mirror_keys
+			SELECT ?::BIGINT, ?::VARCHAR, key, hash, ref, flag, ?::BIGINT, ?::BIGINT FROM `+mirrorRowsView,
+			a.Project, a.Import, a.Gen, seq); err != nil {
 			return fmt.Errorf("upsert keys: %w", err)
 		}
 	}
-	return tx.Commit()
+	_, err = conn.ExecContext(ctx, `COMMIT`)
+	return err
 }
 
 func nonNil(b []byte) []byte {
@@ -195,20 +312,23 @@ func nonNil(b []byte) []byte {
 	return b
 }
 
-// MirrorUnseen implements store.Mirrors, a page at a time in key order.
+// MirrorUnseen implements store.Mirrors: one anti-join of the state and
+// the run's seen keys (a hash join DuckDB spills) gathers the unseen
+// rows, which are then read a page at a time in key order.
 func (s *Store) MirrorUnseen(ctx context.Context, project int64, importID string, gen int64, fn func(store.MirrorRow) error) error {
 	if err := s.enter("mirror unseen"); err != nil {
 		return err
 	}
 	defer s.ops.Done()
+	if err := s.mirrorGatherUnseen(ctx, project, importID, gen); err != nil {
+		return fmt.Errorf("duckstore: mirror unseen: %w", err)
+	}
 	after := []byte{}
 	for {
 		n := 0
-		err := mirrorRows(ctx, s.db, `SELECT m.key, m.hash, m.ref, m.flag FROM mirror_state m
-			WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR AND m.seen <> ?::BIGINT AND m.key > ?::BLOB
-				AND m.key NOT IN (SELECT key FROM mirror_seen WHERE project = ?::BIGINT AND import = ?::VARCHAR AND gen = ?::BIGINT)
-			ORDER BY m.key LIMIT ?`,
-			[]any{project, importID, gen, after, project, importID, gen, mirrorPage}, func(r store.MirrorRow) error {
+		err := mirrorRows(ctx, s.db, `SELECT key, hash, ref, flag FROM mirror_unseen
+			WHERE project = ?::BIGINT AND import = ?::VARCHAR AND key > ?::BLOB ORDER BY key LIMIT ?`,
+			[]any{project, importID, after, mirrorPage}, func(r store.MirrorRow) error {
 				n++
 				after = r.Key
 				return fn(r)
@@ -217,12 +337,50 @@ func (s *Store) MirrorUnseen(ctx context.Context, project int64, importID string
 			return fmt.Errorf("duckstore: mirror unseen: %w", err)
 		}
 		if n < mirrorPage {
-			return nil
+			break
 		}
 	}
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM mirror_unseen WHERE project = ? AND import = ?`, project, importID); err != nil {
+		return fmt.Errorf("duckstore: mirror unseen: %w", err)
+	}
+	return nil
 }
 
-// MirrorSettle implements store.Mirrors.
+func (s *Store) mirrorGatherUnseen(ctx context.Context, project int64, importID string, gen int64) error {
+	done, err := settled(ctx, s.db, project, importID)
+	if err != nil {
+		return err
+	}
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_unseen WHERE project = ? AND import = ?`, project, importID); err != nil {
+		return err
+	}
+	// The rows the run wrote carry its gen; a first run's state is all
+	// of them, and then there is nothing to join.
+	var left int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM mirror_keys WHERE project = ? AND import = ? AND seen <> ?`,
+		project, importID, gen).Scan(&left); err != nil {
+		return err
+	}
+	if left > 0 {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_unseen
+			SELECT m.project, m.import, m.key, m.hash, m.ref, `+mirrorFlag+` FROM mirror_keys m
+			WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR AND m.seen <> ?::BIGINT
+				AND NOT EXISTS (SELECT 1 FROM mirror_seen v WHERE v.project = ?::BIGINT AND v.import = ?::VARCHAR
+					AND v.gen = ?::BIGINT AND v.key = m.key)`,
+			done, project, importID, gen, project, importID, gen); err != nil {
+			return err
+		}
+	}
+	return tx.Commit()
+}
+
+// MirrorSettle implements store.Mirrors: the import's writes so far
+// become settled, tombstones go.
 func (s *Store) MirrorSettle(ctx context.Context, project int64, importID, _ string) error {
 	if err := s.enter("mirror settle"); err != nil {
 		return err
@@ -233,16 +391,14 @@ func (s *Store) MirrorSettle(ctx context.Context, project int64, importID, _ str
 		return fmt.Errorf("duckstore: mirror settle: %w", err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_state WHERE project = ? AND import = ? AND flag = ?`,
-		project, importID, uint8(store.MirrorDeleting)); err != nil {
-		return fmt.Errorf("duckstore: mirror settle: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM mirror_seen WHERE project = ? AND import = ?`, project, importID); err != nil {
-		return fmt.Errorf("duckstore: mirror settle: %w", err)
-	}
-	if _, err := tx.ExecContext(ctx, `UPDATE mirror_state SET flag = ? WHERE project = ? AND import = ? AND flag <> ?`,
-		uint8(store.MirrorSettled), project, importID, uint8(store.MirrorSettled)); err != nil {
-		return fmt.Errorf("duckstore: mirror settle: %w", err)
+	for _, q := range []string{
+		`DELETE FROM mirror_keys WHERE project = ? AND import = ? AND flag = ` + fmt.Sprint(uint8(store.MirrorDeleting)),
+		`DELETE FROM mirror_seen WHERE project = ? AND import = ?`,
+		`UPDATE mirror_marks SET settled = applied WHERE project = ? AND import = ?`,
+	} {
+		if _, err := tx.ExecContext(ctx, q, project, importID); err != nil {
+			return fmt.Errorf("duckstore: mirror settle: %w", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("duckstore: mirror settle: %w", err)
@@ -257,7 +413,7 @@ func (s *Store) MirrorCount(ctx context.Context, project int64, importID string)
 	}
 	defer s.ops.Done()
 	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM mirror_state WHERE project = ? AND import = ? AND flag <> ?`,
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM mirror_keys WHERE project = ? AND import = ? AND flag <> ?`,
 		project, importID, uint8(store.MirrorDeleting)).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("duckstore: mirror count: %w", err)
@@ -271,7 +427,7 @@ func (s *Store) MirrorDrop(ctx context.Context, project int64, importID string) 
 		return err
 	}
 	defer s.ops.Done()
-	for _, table := range []string{"mirror_state", "mirror_seen"} {
+	for _, table := range []string{"mirror_keys", "mirror_seen", "mirror_unseen", "mirror_marks"} {
 		if _, err := s.db.ExecContext(ctx, `DELETE FROM `+table+` WHERE project = ? AND import = ?`, project, importID); err != nil {
 			return fmt.Errorf("duckstore: mirror drop: %w", err)
 		}
