@@ -112,7 +112,9 @@ func (h *histRun) touch(id string) {
 func (h *histRun) stage(refs [][]byte) error {
 	mr := h.mr
 	mr.sets.Profiles = mr.sets.Profiles[:0]
-	mr.fail(mr.pv.Profiles(h.kind, &mr.out, 0, &mr.sets))
+	fails := mr.pv.Profiles(h.kind, &mr.out, 0, &mr.sets)
+	mr.fail(fails)
+	mr.lg.refuse(fails)
 	nowMs := mr.r.now().UnixMilli()
 	for _, u := range mr.sets.Profiles {
 		k := u.Ref
@@ -120,6 +122,8 @@ func (h *histRun) stage(refs [][]byte) error {
 		start, msg := mr.m.TimeAt(k)
 		if msg != "" {
 			mr.fail([]mapping.RowError{{Row: int64(i), Message: "history start time: " + msg}})
+			// The ledger's Row is the index in changed (mirrorLedger.stage).
+			mr.lg.refuse([]mapping.RowError{{Row: int64(k), Field: mr.im.History.StartTimeColumnName, Message: msg}})
 			continue
 		}
 		if start > nowMs {

@@ -135,7 +135,8 @@ func execWH(t *testing.T, path string, stmts ...string) {
 }
 
 // A Mirror key inserted, updated, refused, then deleted: the ledger shows
-// each run's outcome under the key's text, on events and people imports.
+// each run's outcome under the key's text, on events, people (with and
+// without history) and lookup table imports.
 func TestLedgerMirror(t *testing.T) {
 	for _, sc := range testStores(t) {
 		t.Run(sc.name, func(t *testing.T) {
@@ -164,6 +165,32 @@ func TestLedgerMirror(t *testing.T) {
 			p.exec(`DELETE FROM users WHERE uid = 'a'`)
 			p.sync("delete", 0, 0, 1)
 			wantLedger(t, st, "people-mirror", "a", []string{"run-3 deleted", "run-2 updated", "run-1 inserted"})
+
+			lk := newMirrorFixture(t, st,
+				"id: lk-mirror\nimport_type: lookup_table\ntable_params: {table: skus}\nlookup_table_id: skus\nproperty_key_column_name: sku\n",
+				`CREATE TABLE skus (id INTEGER PRIMARY KEY, sku VARCHAR, title VARCHAR)`, `INSERT INTO skus VALUES (1, 'a', 'Apple'), (2, 'b', 'Banana')`)
+			lk.sync("insert", 2, 0, 0)
+			lk.exec(`UPDATE skus SET sku = NULL WHERE id = 1`)
+			if s, err := lk.run(); err != nil || s.Failed != 1 {
+				t.Fatalf("lookup refuse: %+v, %v", s, err)
+			}
+			lk.exec(`DELETE FROM skus WHERE id = 1`)
+			lk.sync("delete", 0, 0, 1)
+			wantLedger(t, st, "lk-mirror", "1", []string{"run-3 deleted", "run-2 refused", "run-1 inserted"})
+			wantLedger(t, st, "lk-mirror", "2", []string{"run-1 inserted"})
+
+			h := newMirrorFixture(t, st,
+				"id: hist-mirror\nimport_type: people\ntable_params: {table: hist}\nuser_column_name: uid\nkey_columns: [id]\nhistory: {start_time_column_name: start}\n",
+				`CREATE TABLE hist (id INTEGER PRIMARY KEY, uid VARCHAR, start TIMESTAMP, plan VARCHAR)`,
+				`INSERT INTO hist VALUES (1, 'h1', '2024-01-01', 'free'), (2, 'h2', '2024-01-01', 'pro'), (3, 'h3', '2024-01-01', 'team')`)
+			h.sync("insert", 3, 0, 0)
+			h.exec(`UPDATE hist SET uid = NULL WHERE id = 1`, `UPDATE hist SET start = NULL WHERE id = 2`)
+			if s, err := h.run(); err != nil || s.Failed != 2 {
+				t.Fatalf("history refuse: %+v, %v", s, err)
+			}
+			wantLedger(t, st, "hist-mirror", "1", []string{"run-2 refused", "run-1 inserted"})
+			wantLedger(t, st, "hist-mirror", "2", []string{"run-2 refused", "run-1 inserted"})
+			wantLedger(t, st, "hist-mirror", "3", []string{"run-1 inserted"})
 		})
 	}
 }

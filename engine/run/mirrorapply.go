@@ -91,7 +91,10 @@ func (mr *mirrorRun) flush(ctx context.Context) error {
 	if err := mr.hist.save(wctx); err != nil {
 		return err
 	}
-	if err := mr.ms.MirrorApply(wctx, store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID,
+	// ctx, not wctx: the store waits under it (for a loader that may keep
+	// failing) and lets its transaction finish; stopping here after the
+	// versions were saved is repaired as a crash there is.
+	if err := mr.ms.MirrorApply(ctx, store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID,
 		Gen: mr.gen, Rows: mr.rows, DeleteEvents: mr.delEvs}); err != nil {
 		return connectors.Permanent(err)
 	}
@@ -324,7 +327,7 @@ func (rm *remover) flush(ctx context.Context) error {
 	if err := rm.mr.hist.save(wctx); err != nil {
 		return err
 	}
-	if err := rm.mr.ms.MirrorApply(wctx, rm.a); err != nil {
+	if err := rm.mr.ms.MirrorApply(ctx, rm.a); err != nil { // ctx: see mirrorRun.flush
 		return connectors.Permanent(err)
 	}
 	if err := rm.mr.hist.derive(wctx); err != nil {

@@ -38,6 +38,7 @@ func (mr *mirrorRun) stageLookup(rec arrow.RecordBatch, refs [][]byte) error {
 		return connectors.Permanent(fmt.Errorf("lookup table %s: %w", mr.im.LookupTableID, err))
 	}
 	mr.fail(fails)
+	mr.lg.refuse(fails) // Row: the index in changed, as stage expects
 	return nil
 }
 

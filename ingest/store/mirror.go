@@ -93,7 +93,9 @@ type Mirrors interface {
 	// (in no particular order) and, when gen > 0, marks them seen by gen.
 	// gen 0 only reads (a preview).
 	MirrorLookup(ctx context.Context, project int64, importID string, gen int64, keys [][]byte, fn func(MirrorRow) error) error
-	// MirrorApply commits a's changes atomically.
+	// MirrorApply commits a's changes atomically. ctx bounds the waits
+	// before the change (a run that ends is not held); a change begun is
+	// let finish.
 	MirrorApply(ctx context.Context, a MirrorApply) error
 	// MirrorUnseen calls fn, in key order and a page at a time (memory
 	// does not grow with the table), for the rows not seen by gen: keys

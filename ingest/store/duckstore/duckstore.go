@@ -252,7 +252,11 @@ type Store struct {
 	// it to make the loader's transactions deterministic).
 	gatherWait time.Duration
 	loaderErr  error // the loader's last failure, nil once it recovers
-	closing    bool  // Close began: waiters give up instead of blocking it
+	// loaderFails counts the loader's failed passes; loaderStreak those
+	// since its last success (see syncFailFast).
+	loaderFails  uint64
+	loaderStreak int
+	closing      bool // Close began: waiters give up instead of blocking it
 
 	// scanPage is the size of a scan's first page (maxScanPage; tests
 	// lower it to cross page boundaries with little data).

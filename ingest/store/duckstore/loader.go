@@ -463,6 +463,12 @@ func (s *Store) appliedLSN() uint64 {
 func (s *Store) setLoaderErr(err error) {
 	s.applyMu.Lock()
 	s.loaderErr = err
+	if err != nil {
+		s.loaderFails++
+		s.loaderStreak++
+	} else {
+		s.loaderStreak = 0
+	}
 	s.applyCond.Broadcast()
 	s.applyMu.Unlock()
 }
@@ -475,6 +481,25 @@ func (s *Store) waitApplied(ctx context.Context, lsn uint64) error {
 
 // waitFor waits under applyMu until cond holds, ctx ends or the store closes.
 func (s *Store) waitFor(ctx context.Context, cond func() bool) error {
+	return s.waitForUpTo(ctx, cond, 0)
+}
+
+// loaderGiveUp is how many failed loader passes in a row, one of them
+// after the wait began, make syncFailFast give up: a one-off failure is
+// retried as for every waiter (10 ms, then 20, 40), but a loader that
+// keeps failing (DuckDB out of memory) would hold the caller forever.
+const loaderGiveUp = 3
+
+// syncFailFast is Sync for a caller that is to fail rather than wait on
+// a loader that keeps failing: it returns the loader's error instead.
+func (s *Store) syncFailFast(ctx context.Context) error {
+	lsn := s.wal.LastLSN()
+	return s.waitForUpTo(ctx, func() bool { return s.applied >= lsn }, loaderGiveUp)
+}
+
+// waitForUpTo is waitFor that, with giveUp > 0, returns the loader's
+// error once it failed giveUp passes in a row, the last after the wait began.
+func (s *Store) waitForUpTo(ctx context.Context, cond func() bool, giveUp int) error {
 	stop := context.AfterFunc(ctx, func() {
 		s.applyMu.Lock()
 		s.applyCond.Broadcast()
@@ -493,9 +518,13 @@ func (s *Store) waitFor(ctx context.Context, cond func() bool) error {
 	case s.wake <- struct{}{}:
 	default:
 	}
+	fails := s.loaderFails
 	for !cond() {
 		if s.closing {
 			return store.ErrClosed
+		}
+		if giveUp > 0 && s.loaderErr != nil && s.loaderStreak >= giveUp && s.loaderFails > fails {
+			return fmt.Errorf("the loader failed %d times in a row: %w", s.loaderStreak, s.loaderErr)
 		}
 		if err := ctx.Err(); err != nil {
 			if s.loaderErr != nil {

@@ -194,6 +194,9 @@ func mirrorRows(ctx context.Context, db queryer, q string, args []any, fn func(s
 // DeleteImportEvents does), so the versions to delete are in the table;
 // their keys leave the dedup set once the transaction committed. A
 // crash in between is harmless: Open rebuilds the set from the table.
+// ctx bounds only the waits; the transaction, once begun, is let finish.
+// A loader that keeps failing fails the apply with its error: waiting
+// for it (out of memory, say) would hang the run.
 func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
 	if err := s.enter("mirror apply"); err != nil {
 		return err
@@ -209,11 +212,11 @@ func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
 		if s.broken != nil {
 			return fmt.Errorf("duckstore: mirror apply: %w", s.broken)
 		}
-		if err := s.Sync(ctx); err != nil {
+		if err := s.syncFailFast(ctx); err != nil {
 			return fmt.Errorf("duckstore: mirror apply: waiting for acknowledged writes: %w", err)
 		}
 	}
-	if err := s.mirrorApplyTx(ctx, a); err != nil {
+	if err := s.mirrorApplyTx(context.WithoutCancel(ctx), a); err != nil {
 		return fmt.Errorf("duckstore: mirror apply: %w", err)
 	}
 	for _, e := range a.DeleteEvents {

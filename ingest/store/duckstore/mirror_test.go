@@ -3,10 +3,15 @@ package duckstore
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"path/filepath"
+	"sync"
 	"testing"
 
+	duckdb "github.com/duckdb/duckdb-go/v2"
+
 	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/storetest"
 )
 
 // TestMirrorStateWithinSyncMemory keeps a 300k-key Mirror state under
@@ -80,5 +85,61 @@ func TestMirrorStateWithinSyncMemory(t *testing.T) {
 	}
 	if r := got[string(key(7))]; r.Flag != store.MirrorSettled || r.Hash[0] != 2 {
 		t.Fatalf("settled change = %+v", r)
+	}
+}
+
+// A Mirror apply that deletes events waits for the loader to apply the
+// acknowledged writes. A loader that keeps failing (DuckDB out of memory)
+// fails the apply with its error instead of holding it forever (a hang
+// shows as the test binary's timeout); one that fails once is waited for.
+func TestMirrorApplyFailingLoader(t *testing.T) {
+	oom := errors.New("Out of Memory Error: could not allocate block")
+	for _, tc := range []struct {
+		name    string
+		failing func() func(*duckdb.Conn) error
+		wantErr bool
+	}{
+		{"keeps failing", func() func(*duckdb.Conn) error {
+			return func(*duckdb.Conn) error { return oom }
+		}, true},
+		{"fails once", func() func(*duckdb.Conn) error {
+			var once sync.Once
+			return func(*duckdb.Conn) error {
+				var err error
+				once.Do(func() { err = oom })
+				return err
+			}
+		}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background() // as the run's flush had: nothing ends the wait
+			s := openAt(t, filepath.Join(t.TempDir(), "x.duckdb"))
+			defer func() {
+				if err := s.Close(); err != nil {
+					t.Logf("close: %v", err)
+				}
+			}()
+			s.beforeCommit = tc.failing()
+			evs := storetest.GenEvents(1, 100, 0)
+			if _, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}}); err != nil {
+				t.Fatal(err)
+			}
+			ev := store.EventRef{Key: evs[0].Key, TimeMs: evs[0].TimeMs}
+			err := s.MirrorApply(ctx, store.MirrorApply{Project: 1, Import: "imp", Gen: 1,
+				Rows:         []store.MirrorRow{{Key: []byte("k"), Hash: []byte{1}, Flag: store.MirrorPending}},
+				DeleteEvents: []store.EventRef{ev}})
+			n, cerr := s.MirrorCount(ctx, 1, "imp")
+			if cerr != nil {
+				t.Fatal(cerr)
+			}
+			switch {
+			case tc.wantErr && !errors.Is(err, oom):
+				t.Fatalf("apply: %v, want the loader's error", err)
+			case tc.wantErr && n != 0:
+				t.Fatalf("a failed apply left %d state rows", n)
+			case !tc.wantErr && (err != nil || n != 1):
+				t.Fatalf("apply after one failed load: %v, %d state rows, want nil, 1", err, n)
+			}
+		})
 	}
 }

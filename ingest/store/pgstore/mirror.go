@@ -91,7 +91,8 @@ func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
 		return err
 	}
 	defer s.ops.Done()
-	if err := s.mirrorApply(ctx, a); err != nil {
+	// A change begun is let finish (store.Mirrors): the run may end meanwhile.
+	if err := s.mirrorApply(context.WithoutCancel(ctx), a); err != nil {
 		return fmt.Errorf("pgstore: mirror apply: %w", err)
 	}
 	return nil
