@@ -2,6 +2,7 @@
 //
 //	go run ./integration/loadgen -bin bin/tributary [-preload 10000000] [-duration 30s] [-conns 16]
 //	go run ./integration/loadgen -bin bin/tributary -store postgres://postgres@127.0.0.1/test -procs 3
+//	go run ./integration/loadgen -bin bin/tributary -store postgres://… -preload 50000000 -span 17520h -live 6h
 //	go run ./integration/loadgen -addr 127.0.0.1:8080 -user SA -secret S -project 1
 //	go run ./integration/loadgen -bin bin/tributary -cpuprofile cpu.pprof   # server profile of the measured phase
 //
@@ -45,6 +46,7 @@ type options struct {
 	cpuProfile              string
 	store                   string
 	procs                   int
+	span, live              time.Duration
 }
 
 func main() {
@@ -63,6 +65,8 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the (first) started server's measured phase to this file")
 	flag.StringVar(&o.store, "store", "", "postgres:// URL of a database on the server to create the run's database from (empty: the embedded store)")
 	flag.IntVar(&o.procs, "procs", 1, "servers to start on the one store (more than 1 needs -store)")
+	flag.DurationVar(&o.span, "span", 6*time.Hour, "event times spread over this long before now (2 years: 17520h)")
+	flag.DurationVar(&o.live, "live", 0, "if set, the preload is history in time order over -span before this last stretch, and the measured events fall at random in it (live traffic); unset, every event is at a random time in -span (a backfill)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -78,6 +82,8 @@ func run(o options) error {
 		return errors.New("-procs above 1 needs -store: the embedded store serves one process")
 	case o.addr != "" && (o.store != "" || o.procs > 1):
 		return errors.New("-addr targets a running server: -store and -procs start servers")
+	case o.live < 0 || o.live > o.span:
+		return errors.New("-live must be within -span")
 	}
 	tgts := []target{{base: "http://" + o.addr, project: o.project, user: o.user, secret: o.secret}}
 	var srvs []*child
@@ -119,7 +125,7 @@ func run(o options) error {
 	}
 	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
 		MaxIdleConnsPerHost: o.conns, DisableCompression: true}}
-	gen := newGenerator(time.Now())
+	gen := newGenerator(time.Now(), o.span, o.live, o.preload)
 
 	// Preload: generated on the fly (the server's rate here is context, not the headline).
 	preRate, err := preload(client, tgts, gen, o)
@@ -201,6 +207,12 @@ func run(o options) error {
 	fmt.Fprintf(w, "decode-only, 1 core\t%.0f events/s (encoding/json into []map[string]any)\n", decodeRate)
 	fmt.Fprintf(w, "ours ÷ decode-only\t%.2f\n", ours/decodeRate)
 	total := o.preload + m.events
+	switch {
+	case o.live > 0:
+		fmt.Fprintf(w, "event times\tpreload in time order over %s, measured at random in the last %s\n", o.span-o.live, o.live)
+	case o.span != 6*time.Hour:
+		fmt.Fprintf(w, "event times\tat random over %s\n", o.span)
+	}
 	for i, srv := range srvs {
 		if kb, err := srv.status("VmHWM"); err == nil {
 			fmt.Fprintf(w, "server %d peak RSS\t%d MiB\n", i+1, kb>>10)
