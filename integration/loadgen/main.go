@@ -130,12 +130,15 @@ func run(o options) error {
 	gen := newGenerator(time.Now(), o.span, o.live, o.preload)
 
 	// The empty store's rate, measured as the stored one is below. Its
-	// events are measured events (live ones with -live), under insert ids
-	// of their own.
+	// events are measured events under insert ids of their own; with
+	// -live, in the stretch before the live window (where the history
+	// holds only a few), so that the measured phase starts on an empty
+	// live window too.
 	var empty *result
 	if o.baseline {
 		bgen := newGenerator(time.Now(), o.span, o.live, 0)
 		bgen.run += "e"
+		bgen.base -= bgen.liveMs
 		payloads, _, _ := pregenerate(bgen, max(100_000*int(o.duration.Seconds())*3/o.batch+o.conns, 4*o.conns), o)
 		fmt.Printf("empty store: ")
 		empty = measure(client, tgts, payloads, o)
