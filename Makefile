@@ -56,7 +56,7 @@ bench: build
 	$(GO) run ./integration/loadgen -bin $(BIN)
 	$(GO) run ./integration/loadgen -bin $(BIN) -store '$(BENCH_PG)' -procs 1 -preload $(BENCH_PG_PRELOAD)
 	$(GO) run ./integration/loadgen -bin $(BIN) -store '$(BENCH_PG)' -procs 3 -preload $(BENCH_PG_PRELOAD)
-	$(GO) run ./integration/loadgen -bin $(BIN) -store '$(BENCH_PG)' -procs 1 -preload $(BENCH_PG_HISTORY) -span 17520h -live 6h -baseline
+	$(GO) run ./integration/loadgen -bin $(BIN) -store '$(BENCH_PG)' -procs 1 -preload $(BENCH_PG_HISTORY) -span 17520h -live 6h -baseline -duration 60s
 	$(GO) run ./integration/syncbench -bin $(BIN) -rows 1000000,5000000
 	$(GO) run ./integration/syncbench -bin $(BIN) -rows $(BENCH_SYNC_ROWS) -store '$(BENCH_PG)' -procs 3
 	$(GO) run ./integration/syncbench -bin $(BIN) -rows $(BENCH_MIRROR_ROWS) -mirror -memory-limit 1GB
