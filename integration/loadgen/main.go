@@ -20,6 +20,12 @@
 // CPU that PostgreSQL spent on the run (its backends for that database,
 // and the WAL writer, checkpointer and background writer) is reported
 // beside the servers', so the figures show which side saturates.
+//
+// Event times: by default every event is at a random time in the last
+// 6 hours (-span). With -live, the preload is history in time order over
+// -span and the measured events are live traffic, at random times in the
+// last -live; without it, -span 17520h is a backfill of 2 years at random.
+// -baseline measures the empty store first, so one run gives the ratio.
 package main
 
 import (
