@@ -40,7 +40,7 @@ test:
 # first (-baseline): the index is led by time, so live inserts touch only
 # its recent end whatever the history's size. A backfill of old events at
 # random times (no -live) touches the whole index instead, and once that
-# (~60 bytes per event) outgrows shared_buffers (128 MB stock: ~2 M events)
+# (~50-90 bytes per event) outgrows shared_buffers (128 MB stock: ~2 M events)
 # every event costs an index page read and a dirty page write.
 BENCH_PG         ?= postgres://postgres@127.0.0.1:5432/test?sslmode=disable
 BENCH_PG_PRELOAD ?= 1000000
