@@ -58,15 +58,43 @@ func gz(b []byte) []byte {
 }
 
 // generator makes realistic ~300-byte events with unique $insert_ids.
+//
+// Without a live window, every event (preloaded or measured) falls at a
+// random time in the span before base: a backfill of old events in no
+// order. With one, the preload is history as it happened: its events
+// spread over the span before the live window, oldest first, and the
+// measured events fall at random times in the live window, as live
+// traffic (with late arrivals) does.
 type generator struct {
-	mu   sync.Mutex
-	seq  int64
-	run  string
-	base int64 // ms; events spread over the 6 hours before it
+	mu      sync.Mutex
+	seq     int64
+	run     string
+	base    int64 // ms; the newest event time
+	spanMs  int64 // > 0
+	liveMs  int64 // 0: no live window
+	preload int64 // events of the preload (seq below it)
 }
 
-func newGenerator(now time.Time) *generator {
-	return &generator{run: strconv.FormatInt(now.UnixNano()%1e9, 36), base: now.Add(-time.Minute).UnixMilli()}
+func newGenerator(now time.Time, span, live time.Duration, preload int) *generator {
+	g := &generator{run: strconv.FormatInt(now.UnixNano()%1e9, 36), base: now.Add(-time.Minute).UnixMilli(),
+		spanMs: max(span.Milliseconds(), 1), preload: int64(preload)}
+	if live > 0 {
+		g.liveMs = max(live.Milliseconds(), 1)
+	}
+	return g
+}
+
+// timeOf is event seq's time; r draws the random ones.
+func (g *generator) timeOf(r *rand.Rand, seq int64) int64 {
+	switch {
+	case g.liveMs == 0:
+		return g.base - r.Int64N(g.spanMs)
+	case seq < g.preload:
+		history := max(g.spanMs-g.liveMs, 1)
+		return g.base - g.spanMs + int64(float64(seq)/float64(g.preload)*float64(history))
+	default:
+		return g.base - r.Int64N(g.liveMs)
+	}
 }
 
 var (
@@ -94,7 +122,7 @@ func (g *generator) batch(n int) []byte {
 		b = append(b, `{"event":"`...)
 		b = append(b, eventNames[r.IntN(len(eventNames))]...)
 		b = append(b, `","properties":{"time":`...)
-		b = strconv.AppendInt(b, g.base-r.Int64N(6*3600*1000), 10)
+		b = strconv.AppendInt(b, g.timeOf(r, seq), 10)
 		b = append(b, `,"distinct_id":"user-`...)
 		b = strconv.AppendInt(b, int64(user), 10)
 		b = append(b, `","$insert_id":"lg-`...)

@@ -2,6 +2,7 @@
 //
 //	go run ./integration/loadgen -bin bin/tributary [-preload 10000000] [-duration 30s] [-conns 16]
 //	go run ./integration/loadgen -bin bin/tributary -store postgres://postgres@127.0.0.1/test -procs 3
+//	go run ./integration/loadgen -bin bin/tributary -store postgres://… -preload 50000000 -span 17520h -live 6h -baseline
 //	go run ./integration/loadgen -addr 127.0.0.1:8080 -user SA -secret S -project 1
 //	go run ./integration/loadgen -bin bin/tributary -cpuprofile cpu.pprof   # server profile of the measured phase
 //
@@ -19,6 +20,12 @@
 // CPU that PostgreSQL spent on the run (its backends for that database,
 // and the WAL writer, checkpointer and background writer) is reported
 // beside the servers', so the figures show which side saturates.
+//
+// Event times: by default every event is at a random time in the last
+// 6 hours (-span). With -live, the preload is history in time order over
+// -span and the measured events are live traffic, at random times in the
+// last -live; without it, -span 17520h is a backfill of 2 years at random.
+// -baseline measures the empty store first, so one run gives the ratio.
 package main
 
 import (
@@ -45,6 +52,8 @@ type options struct {
 	cpuProfile              string
 	store                   string
 	procs                   int
+	span, live              time.Duration
+	baseline                bool
 }
 
 func main() {
@@ -63,6 +72,9 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the (first) started server's measured phase to this file")
 	flag.StringVar(&o.store, "store", "", "postgres:// URL of a database on the server to create the run's database from (empty: the embedded store)")
 	flag.IntVar(&o.procs, "procs", 1, "servers to start on the one store (more than 1 needs -store)")
+	flag.DurationVar(&o.span, "span", 6*time.Hour, "event times spread over this long before now (2 years: 17520h)")
+	flag.DurationVar(&o.live, "live", 0, "if set, the preload is history in time order over -span before this last stretch, and the measured events fall at random in it (live traffic); unset, every event is at a random time in -span (a backfill)")
+	flag.BoolVar(&o.baseline, "baseline", false, "measure on the empty store too, before the preload, and report the ratio (one run, one time window)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -78,6 +90,8 @@ func run(o options) error {
 		return errors.New("-procs above 1 needs -store: the embedded store serves one process")
 	case o.addr != "" && (o.store != "" || o.procs > 1):
 		return errors.New("-addr targets a running server: -store and -procs start servers")
+	case o.live < 0 || o.live > o.span:
+		return errors.New("-live must be within -span")
 	}
 	tgts := []target{{base: "http://" + o.addr, project: o.project, user: o.user, secret: o.secret}}
 	var srvs []*child
@@ -119,7 +133,23 @@ func run(o options) error {
 	}
 	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
 		MaxIdleConnsPerHost: o.conns, DisableCompression: true}}
-	gen := newGenerator(time.Now())
+	gen := newGenerator(time.Now(), o.span, o.live, o.preload)
+
+	// The empty store's rate, measured as the stored one is below. Its
+	// events are measured events under insert ids of their own; with
+	// -live, in the stretch before the live window (where the history
+	// holds only a few), so that the measured phase starts on an empty
+	// live window too.
+	var empty *result
+	if o.baseline {
+		bgen := newGenerator(time.Now(), o.span, o.live, 0)
+		bgen.run += "e"
+		bgen.base -= bgen.liveMs
+		payloads, _, _ := pregenerate(bgen, max(100_000*int(o.duration.Seconds())*3/o.batch+o.conns, 4*o.conns), o)
+		fmt.Printf("empty store: ")
+		empty = measure(client, tgts, payloads, o)
+		fmt.Printf("  %.0f events/s, p99 %s\n", float64(empty.events)/empty.elapsed.Seconds(), empty.p(0.99))
+	}
 
 	// Preload: generated on the fly (the server's rate here is context, not the headline).
 	preRate, err := preload(client, tgts, gen, o)
@@ -178,6 +208,11 @@ func run(o options) error {
 	fmt.Fprintf(w, "requests\t%.1f req/s (%d ok, %d failed)\n", float64(m.requests)/secs, m.ok, m.requests-m.ok)
 	fmt.Fprintf(w, "latency\tp50 %s  p99 %s  max %s\n", m.p(0.50), m.p(0.99), m.p(1))
 	fmt.Fprintf(w, "thousand events acked per second\t%s\n", m.perSec)
+	if empty != nil {
+		er := float64(empty.events) / empty.elapsed.Seconds()
+		fmt.Fprintf(w, "empty store, before the preload\t%.0f events/s, p50 %s  p99 %s, errors: %s\n", er, empty.p(0.50), empty.p(0.99), empty.errorText())
+		fmt.Fprintf(w, "with %d stored ÷ empty\t%.2f\n", o.preload, ours/er)
+	}
 	if usage.server > 0 {
 		fmt.Fprintf(w, "server CPU\t%.2f cores of %d (%.1f µs per event); load driver %.2f cores\n", usage.server/secs,
 			runtime.NumCPU(), perEvent(usage.server), usage.driver/secs)
@@ -201,6 +236,15 @@ func run(o options) error {
 	fmt.Fprintf(w, "decode-only, 1 core\t%.0f events/s (encoding/json into []map[string]any)\n", decodeRate)
 	fmt.Fprintf(w, "ours ÷ decode-only\t%.2f\n", ours/decodeRate)
 	total := o.preload + m.events
+	if empty != nil {
+		total += empty.events
+	}
+	switch {
+	case o.live > 0:
+		fmt.Fprintf(w, "event times\tpreload in time order over %s, measured at random in the last %s\n", o.span-o.live, o.live)
+	case o.span != 6*time.Hour:
+		fmt.Fprintf(w, "event times\tat random over %s\n", o.span)
+	}
 	for i, srv := range srvs {
 		if kb, err := srv.status("VmHWM"); err == nil {
 			fmt.Fprintf(w, "server %d peak RSS\t%d MiB\n", i+1, kb>>10)
