@@ -57,16 +57,22 @@ func gz(b []byte) []byte {
 	return buf.Bytes()
 }
 
-// generator makes realistic ~300-byte events with unique $insert_ids.
+// generator makes realistic ~300-byte events with unique $insert_ids;
+// a share of each batch (dup) re-sends earlier events unchanged, as a
+// client retrying would. Each event's fields follow from its sequence
+// number alone, so a re-sent one is an exact duplicate.
 type generator struct {
-	mu   sync.Mutex
-	seq  int64
-	run  string
-	base int64 // ms; events spread over the 6 hours before it
+	mu     sync.Mutex
+	seq    int64
+	run    string
+	base   int64   // ms; events spread over span before it
+	spanMs int64   // > 0
+	dup    float64 // share of re-sent events, 0 to 1
 }
 
-func newGenerator(now time.Time) *generator {
-	return &generator{run: strconv.FormatInt(now.UnixNano()%1e9, 36), base: now.Add(-time.Minute).UnixMilli()}
+func newGenerator(now time.Time, span time.Duration, dup float64) *generator {
+	return &generator{run: strconv.FormatInt(now.UnixNano()%1e9, 36), base: now.Add(-time.Minute).UnixMilli(),
+		spanMs: max(span.Milliseconds(), 1), dup: dup}
 }
 
 var (
@@ -82,7 +88,9 @@ func (g *generator) batch(n int) []byte {
 	first := g.seq
 	g.seq += int64(n)
 	g.mu.Unlock()
-	r := rand.New(rand.NewPCG(uint64(first), 0x5eed))
+	pick := rand.New(rand.NewPCG(uint64(first), 0xd0b))
+	src := rand.NewPCG(0, 0)
+	r := rand.New(src)
 	b := make([]byte, 0, n*320)
 	b = append(b, '[')
 	for i := int64(0); i < int64(n); i++ {
@@ -90,11 +98,15 @@ func (g *generator) batch(n int) []byte {
 			b = append(b, ',')
 		}
 		seq := first + i
+		if first > 0 && pick.Float64() < g.dup {
+			seq = pick.Int64N(first) // an event sent before, again
+		}
+		src.Seed(uint64(seq), 0x5eed)
 		user := r.IntN(500_000)
 		b = append(b, `{"event":"`...)
 		b = append(b, eventNames[r.IntN(len(eventNames))]...)
 		b = append(b, `","properties":{"time":`...)
-		b = strconv.AppendInt(b, g.base-r.Int64N(6*3600*1000), 10)
+		b = strconv.AppendInt(b, g.base-r.Int64N(g.spanMs), 10)
 		b = append(b, `,"distinct_id":"user-`...)
 		b = strconv.AppendInt(b, int64(user), 10)
 		b = append(b, `","$insert_id":"lg-`...)

@@ -45,6 +45,9 @@ type options struct {
 	cpuProfile              string
 	store                   string
 	procs                   int
+	span                    time.Duration
+	dup                     float64
+	restart                 bool
 }
 
 func main() {
@@ -63,6 +66,9 @@ func main() {
 	flag.StringVar(&o.cpuProfile, "cpuprofile", "", "write a CPU profile of the (first) started server's measured phase to this file")
 	flag.StringVar(&o.store, "store", "", "postgres:// URL of a database on the server to create the run's database from (empty: the embedded store)")
 	flag.IntVar(&o.procs, "procs", 1, "servers to start on the one store (more than 1 needs -store)")
+	flag.DurationVar(&o.span, "span", 6*time.Hour, "event times spread over this long before now (2 years: 17520h)")
+	flag.Float64Var(&o.dup, "dup", 0, "share of events (0 to 1) that re-send an earlier event unchanged (exact duplicates)")
+	flag.BoolVar(&o.restart, "restart", false, "after the preload, stop the server (SIGTERM) and time its restart to listening (embedded store, one process)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -78,6 +84,10 @@ func run(o options) error {
 		return errors.New("-procs above 1 needs -store: the embedded store serves one process")
 	case o.addr != "" && (o.store != "" || o.procs > 1):
 		return errors.New("-addr targets a running server: -store and -procs start servers")
+	case o.restart && (o.addr != "" || o.procs > 1):
+		return errors.New("-restart needs the one server loadgen starts")
+	case o.dup < 0 || o.dup > 1:
+		return errors.New("-dup must be between 0 and 1")
 	}
 	tgts := []target{{base: "http://" + o.addr, project: o.project, user: o.user, secret: o.secret}}
 	var srvs []*child
@@ -119,12 +129,25 @@ func run(o options) error {
 	}
 	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
 		MaxIdleConnsPerHost: o.conns, DisableCompression: true}}
-	gen := newGenerator(time.Now())
+	gen := newGenerator(time.Now(), o.span, o.dup)
 
 	// Preload: generated on the fly (the server's rate here is context, not the headline).
 	preRate, err := preload(client, tgts, gen, o)
 	if err != nil {
 		return err
+	}
+	var restartTook time.Duration
+	var preloadPeakKB int64
+	if o.restart {
+		if _, err := waitLoaded(client, tgts[0]); err != nil {
+			return fmt.Errorf("before restart: %w", err)
+		}
+		preloadPeakKB, _ = srvs[0].status("VmHWM")
+		if restartTook, err = srvs[0].Restart(false); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		tgts[0].base = srvs[0].URL
+		fmt.Printf("restarted in %s (stop, then start until listening)\n", restartTook.Round(time.Millisecond))
 	}
 
 	// Pre-generate every measured payload so the measured phase spends no
@@ -201,6 +224,13 @@ func run(o options) error {
 	fmt.Fprintf(w, "decode-only, 1 core\t%.0f events/s (encoding/json into []map[string]any)\n", decodeRate)
 	fmt.Fprintf(w, "ours ÷ decode-only\t%.2f\n", ours/decodeRate)
 	total := o.preload + m.events
+	if o.restart {
+		fmt.Fprintf(w, "restart to listening\t%s (%d events stored)\n", restartTook.Round(time.Millisecond), o.preload)
+		fmt.Fprintf(w, "server peak RSS before restart\t%d MiB\n", preloadPeakKB>>10)
+	}
+	if o.dup > 0 || o.span != 6*time.Hour {
+		fmt.Fprintf(w, "events\ttimes over %s, %.0f%% re-sent duplicates\n", o.span, 100*o.dup)
+	}
 	for i, srv := range srvs {
 		if kb, err := srv.status("VmHWM"); err == nil {
 			fmt.Fprintf(w, "server %d peak RSS\t%d MiB\n", i+1, kb>>10)
