@@ -10,10 +10,9 @@
 //
 // Dedup does not use a database index (a primary key makes DuckDB appends
 // ~20x slower); instead the keys of all dedupable events are loaded at
-// Open into a set of their own (all in memory, or with Options.DiskKeys
-// recent ones in memory and older ones in sorted files beside the
-// database: keyset_choice.go), and a single writer filters each write
-// against them before logging it.
+// Open into a set of their own (recent ones in memory, older ones in
+// sorted files beside the database: keyset_choice.go), and a single
+// writer filters each write against them before logging it.
 package duckstore
 
 import (
@@ -47,9 +46,6 @@ type Options struct {
 	// freed pages back after freedDecayMs instead of its default delay.
 	// Linux/amd64 only.
 	ReturnFreedMemory bool
-	// DiskKeys keeps all but the most recent dedup keys in sorted files
-	// beside the database instead of memory (keyset_choice.go).
-	DiskKeys bool
 	// LoadChunkBytes ends one loader INSERT (an Arrow batch held in Go
 	// memory) at this many bytes of event strings, before the row group
 	// is full; 0 or more than 256MB = 256MB. The loader holds two such
@@ -200,7 +196,6 @@ type Store struct {
 	// guards keys, nextSeq and scratch.
 	wsem     chan struct{}
 	keys     dedupSet
-	diskKeys bool // the kind of keys (Options.DiskKeys)
 	nextSeq  int64
 	scratch  writeScratch
 
@@ -306,7 +301,6 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s := &Store{
 		db:         sql.OpenDB(connector),
 		path:       path,
-		diskKeys:   opt.DiskKeys,
 		lock:       lock,
 		log:        opt.Logger,
 		wsem:       make(chan struct{}, 1),
@@ -460,31 +454,36 @@ func (s *Store) openLog(ctx context.Context) error {
 	return nil
 }
 
-// newKeys makes the empty dedup set of the kind the options ask for.
-func (s *Store) newKeys(ctx context.Context) error {
-	_ = os.RemoveAll(s.path + ".keys") // runs of an earlier DiskKeys process are stale either way
-	if s.diskKeys {
-		k, err := newTieredKeys(s.path+".keys", defaultKeysConfig())
-		if err != nil {
-			return err
-		}
-		s.keys = k
-		return nil
+// keysMeta describes the tables' state for the dedup set's manifest
+// (keyset_persist.go): Open compares it with what Close recorded.
+func (s *Store) keysMeta(ctx context.Context) (keysMeta, error) {
+	m := keysMeta{AppliedLSN: s.applied}
+	if err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(max(seq), 0) FROM events`).Scan(&m.Events, &m.MaxSeq); err != nil {
+		return m, fmt.Errorf("count events: %w", err)
 	}
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE k_hi IS NOT NULL`).Scan(&n); err != nil {
-		return fmt.Errorf("count keys: %w", err)
-	}
-	s.keys = newMemKeys(n)
-	return nil
+	return m, nil
 }
 
-// loadKeys fills the dedup set from the events table. Reading rows and
-// inserting keys cost about the same, so a goroutine reads while this one
-// inserts.
+// loadKeys adopts the dedup set the last clean Close kept, or else fills
+// a new one from the events table. Reading rows and inserting keys cost
+// about the same, so a goroutine reads while this one inserts.
 func (s *Store) loadKeys(ctx context.Context) error {
 	start := time.Now()
-	if err := s.newKeys(ctx); err != nil {
+	meta, err := s.keysMeta(ctx)
+	if err != nil {
+		return err
+	}
+	dir := s.path + ".keys"
+	adopted, ok, err := adoptTieredKeys(dir, defaultKeysConfig(), meta)
+	if err != nil {
+		return err
+	}
+	if ok {
+		s.keys = adopted
+		s.log.Info("duckstore: dedup keys adopted", "keys", adopted.len(), "runs", len(adopted.runs), "took", time.Since(start))
+		return nil
+	}
+	if s.keys, err = newTieredKeys(dir, defaultKeysConfig()); err != nil {
 		return err
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`)
@@ -543,6 +542,21 @@ func (s *Store) loadKeys(ctx context.Context) error {
 	return nil
 }
 
+// keepKeys closes the dedup set, keeping it for the next Open when the
+// tables' state can be read (else the next Open rebuilds it).
+func (s *Store) keepKeys() error {
+	tk, ok := s.keys.(*tieredKeys)
+	if !ok {
+		return s.keys.close()
+	}
+	meta, err := s.keysMeta(context.Background())
+	if err != nil {
+		s.log.Warn("duckstore: dedup keys not kept; the next open rebuilds them", "err", err)
+		return tk.close()
+	}
+	return tk.keep(meta)
+}
+
 // enter registers an operation, refusing once Close has begun.
 func (s *Store) enter(op string) error { return s.ops.Enter("duckstore", op) }
 
@@ -574,7 +588,7 @@ func (s *Store) Close() error {
 	close(s.quit)
 	<-s.loaderDone // it applies what is left first, so the log is empty
 	var errs []error
-	errs = append(errs, s.wal.Close(), s.keys.close())
+	errs = append(errs, s.wal.Close(), s.keepKeys())
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
 	}
