@@ -30,6 +30,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -47,7 +48,7 @@ type options struct {
 	procs                   int
 	span                    time.Duration
 	dup                     float64
-	restart                 bool
+	restart                 string
 }
 
 func main() {
@@ -68,7 +69,7 @@ func main() {
 	flag.IntVar(&o.procs, "procs", 1, "servers to start on the one store (more than 1 needs -store)")
 	flag.DurationVar(&o.span, "span", 6*time.Hour, "event times spread over this long before now (2 years: 17520h)")
 	flag.Float64Var(&o.dup, "dup", 0, "share of events (0 to 1) that re-send an earlier event unchanged (exact duplicates)")
-	flag.BoolVar(&o.restart, "restart", false, "after the preload, stop the server (SIGTERM) and time its restart to listening (embedded store, one process)")
+	flag.StringVar(&o.restart, "restart", "", "after the preload, stop the server (term: SIGTERM; kill: SIGKILL) and time its restart to listening (one started server)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -84,8 +85,10 @@ func run(o options) error {
 		return errors.New("-procs above 1 needs -store: the embedded store serves one process")
 	case o.addr != "" && (o.store != "" || o.procs > 1):
 		return errors.New("-addr targets a running server: -store and -procs start servers")
-	case o.restart && (o.addr != "" || o.procs > 1):
+	case o.restart != "" && (o.addr != "" || o.procs > 1):
 		return errors.New("-restart needs the one server loadgen starts")
+	case o.restart != "" && o.restart != "term" && o.restart != "kill":
+		return errors.New("-restart must be term or kill")
 	case o.dup < 0 || o.dup > 1:
 		return errors.New("-dup must be between 0 and 1")
 	}
@@ -138,16 +141,16 @@ func run(o options) error {
 	}
 	var restartTook time.Duration
 	var preloadPeakKB int64
-	if o.restart {
+	if o.restart != "" {
 		if _, err := waitLoaded(client, tgts[0]); err != nil {
 			return fmt.Errorf("before restart: %w", err)
 		}
 		preloadPeakKB, _ = srvs[0].status("VmHWM")
-		if restartTook, err = srvs[0].Restart(false); err != nil {
+		if restartTook, err = srvs[0].Restart(o.restart == "kill"); err != nil {
 			return fmt.Errorf("restart: %w", err)
 		}
 		tgts[0].base = srvs[0].URL
-		fmt.Printf("restarted in %s (stop, then start until listening)\n", restartTook.Round(time.Millisecond))
+		fmt.Printf("restarted in %s (SIG%s, then start until listening)\n", restartTook.Round(time.Millisecond), strings.ToUpper(o.restart))
 	}
 
 	// Pre-generate every measured payload so the measured phase spends no
@@ -224,8 +227,8 @@ func run(o options) error {
 	fmt.Fprintf(w, "decode-only, 1 core\t%.0f events/s (encoding/json into []map[string]any)\n", decodeRate)
 	fmt.Fprintf(w, "ours ÷ decode-only\t%.2f\n", ours/decodeRate)
 	total := o.preload + m.events
-	if o.restart {
-		fmt.Fprintf(w, "restart to listening\t%s (%d events stored)\n", restartTook.Round(time.Millisecond), o.preload)
+	if o.restart != "" {
+		fmt.Fprintf(w, "restart to listening\t%s after SIG%s (%d events stored)\n", restartTook.Round(time.Millisecond), strings.ToUpper(o.restart), o.preload)
 		fmt.Fprintf(w, "server peak RSS before restart\t%d MiB\n", preloadPeakKB>>10)
 	}
 	if o.dup > 0 || o.span != 6*time.Hour {
