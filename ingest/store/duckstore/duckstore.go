@@ -194,10 +194,10 @@ type Store struct {
 
 	// wsem is the writer lock (a channel so waiting honours ctx). It
 	// guards keys, nextSeq and scratch.
-	wsem     chan struct{}
-	keys     dedupSet
-	nextSeq  int64
-	scratch  writeScratch
+	wsem    chan struct{}
+	keys    dedupSet
+	nextSeq int64
+	scratch writeScratch
 
 	wal *wal.Log // every acknowledged write, until the loader applied it
 
@@ -452,109 +452,6 @@ func (s *Store) openLog(ctx context.Context) error {
 		s.log.Info("duckstore: replayed write log", "entries", pending, "took", time.Since(start))
 	}
 	return nil
-}
-
-// keysMeta describes the tables' state for the dedup set's manifest
-// (keyset_persist.go): Open compares it with what Close recorded.
-func (s *Store) keysMeta(ctx context.Context) (keysMeta, error) {
-	m := keysMeta{AppliedLSN: s.applied}
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*), coalesce(max(seq), 0) FROM events`).Scan(&m.Events, &m.MaxSeq); err != nil {
-		return m, fmt.Errorf("count events: %w", err)
-	}
-	return m, nil
-}
-
-// loadKeys adopts the dedup set the last clean Close kept, or else fills
-// a new one from the events table. Reading rows and inserting keys cost
-// about the same, so a goroutine reads while this one inserts.
-func (s *Store) loadKeys(ctx context.Context) error {
-	start := time.Now()
-	meta, err := s.keysMeta(ctx)
-	if err != nil {
-		return err
-	}
-	dir := s.path + ".keys"
-	adopted, ok, err := adoptTieredKeys(dir, defaultKeysConfig(), meta)
-	if err != nil {
-		return err
-	}
-	if ok {
-		s.keys = adopted
-		s.log.Info("duckstore: dedup keys adopted", "keys", adopted.len(), "runs", len(adopted.runs), "took", time.Since(start))
-		return nil
-	}
-	if s.keys, err = newTieredKeys(dir, defaultKeysConfig()); err != nil {
-		return err
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`)
-	if err != nil {
-		return fmt.Errorf("load keys: %w", err)
-	}
-	const chunk = 8192
-	full := make(chan []store.Key, 4)
-	empty := make(chan []store.Key, 4)
-	var readErr error
-	go func() {
-		defer close(full)
-		defer rows.Close()
-		buf := make([]store.Key, 0, chunk)
-		var hi, lo int64
-		for rows.Next() {
-			if err := rows.Scan(&hi, &lo); err != nil {
-				readErr = err
-				return
-			}
-			if buf = append(buf, joinKey(hi, lo)); len(buf) == chunk {
-				full <- buf
-				select {
-				case buf = <-empty:
-				default:
-					buf = make([]store.Key, 0, chunk)
-				}
-			}
-		}
-		readErr = rows.Err()
-		full <- buf
-	}()
-	var loadErr error // the reader must still be drained
-	for buf := range full {
-		for _, k := range buf {
-			if loadErr == nil {
-				loadErr = s.keys.load(k)
-			}
-		}
-		select {
-		case empty <- buf[:0]:
-		default:
-		}
-	}
-	// full is closed: the reader is done and readErr is safe to read.
-	if readErr != nil {
-		return fmt.Errorf("load keys: %w", readErr)
-	}
-	if loadErr == nil {
-		loadErr = s.keys.finishLoad()
-	}
-	if loadErr != nil {
-		return fmt.Errorf("load keys: %w", loadErr)
-	}
-	s.log.Info("duckstore: dedup keys loaded", "keys", s.keys.len(), "took", time.Since(start))
-	return nil
-}
-
-// keepKeys closes the dedup set, keeping it for the next Open when the
-// tables' state can be read (else the next Open rebuilds it).
-func (s *Store) keepKeys() error {
-	tk, ok := s.keys.(*tieredKeys)
-	if !ok {
-		return s.keys.close()
-	}
-	meta, err := s.keysMeta(context.Background())
-	if err != nil {
-		s.log.Warn("duckstore: dedup keys not kept; the next open rebuilds them", "err", err)
-		return tk.close()
-	}
-	return tk.keep(meta)
 }
 
 // enter registers an operation, refusing once Close has begun.
