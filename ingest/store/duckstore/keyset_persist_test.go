@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -84,5 +85,69 @@ func TestReopenRebuildsChangedTables(t *testing.T) {
 	defer s.Close()
 	if got := s.keys.len(); got != len(evs)+1 {
 		t.Fatalf("set holds %d keys after the tables changed; want %d (rebuilt)", got, len(evs)+1)
+	}
+}
+
+// TestKeepAdoptModel keeps a set in every state a Close can meet (a spill
+// or merge in progress, tombstones, keys in the recent tier) and checks
+// that the adopted set answers as the kept one, then goes on taking adds
+// and removes; a manifest for other tables' state is not adopted.
+func TestKeepAdoptModel(t *testing.T) {
+	cfg := keysConfig{recentCap: 50, maxRuns: 3, maxTombs: 40}
+	pool := randomKeys(3000, 31)
+	r := rand.New(rand.NewPCG(5, 6))
+	model := map[store.Key]bool{}
+	dir := filepath.Join(t.TempDir(), "x.keys")
+	tk, err := newTieredKeys(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := keysMeta{AppliedLSN: 1, Events: 1, MaxSeq: 1}
+	for round := range 6 {
+		for range 700 {
+			k := pool[r.IntN(len(pool))]
+			if r.IntN(5) == 0 {
+				if err := tk.remove(k); err != nil {
+					t.Fatal(err)
+				}
+				delete(model, k)
+				continue
+			}
+			got, err := tk.add(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == model[k] {
+				t.Fatalf("round %d: add = %v; stored: %v", round, got, model[k])
+			}
+			model[k] = true
+		}
+		if err := tk.keep(meta); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.close(); err != nil { // after keep: nothing to do
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, keysManifestName)); err != nil {
+			t.Fatal(err)
+		}
+		var ok bool
+		if tk, ok, err = adoptTieredKeys(dir, cfg, meta); err != nil || !ok {
+			t.Fatalf("round %d: adopt: %v, %v", round, ok, err)
+		}
+		checkAgainst(t, tk, model, pool, round)
+		meta.AppliedLSN++
+	}
+	// Kept for LSN 6; the tables say 7: not adopted, and the manifest gone.
+	if err := tk.keep(meta); err != nil {
+		t.Fatal(err)
+	}
+	stale := meta
+	stale.AppliedLSN++
+	if _, ok, err := adoptTieredKeys(dir, cfg, stale); err != nil || ok {
+		t.Fatalf("adopted a manifest of other tables: %v, %v", ok, err)
+	}
+	if _, ok, err := adoptTieredKeys(dir, cfg, meta); err != nil || ok {
+		t.Fatalf("a manifest survived its first adoption: %v, %v", ok, err)
 	}
 }
