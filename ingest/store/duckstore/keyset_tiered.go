@@ -73,15 +73,20 @@ type keysConfig struct {
 	maxRuns   int // more runs than this start a merge
 	maxTombs  int // more tombstones than this start a merge of all runs
 	stallRuns int // a spill waits for the merge in progress beyond this many runs (at least 2*maxRuns)
+	// loadRunKeys: the runs a rebuild at Open sorts and spills before it
+	// merges them (at least recentCap).
+	loadRunKeys int
 }
 
 // defaultKeysConfig: 256k recent keys take 8 MB of slots (twice, as one
 // tier spills while the other fills; +4 MB to sort them), 20 MB fixed in
-// all. Eight runs keep a new key's lookup at a few filter probes. 512k
+// all. Eight runs keep a new key's lookup at a few filter probes. A
+// rebuild at Open sorts runs of 4M keys (64 MB, twice) before it merges. 512k
 // (40 MB) was measured too: a 5M-row sync peaked 25 MiB higher (288-296
 // against 262-271 MiB) at the same rate, and 128k saved only 5-10 MiB more.
 func defaultKeysConfig() keysConfig {
-	return keysConfig{recentCap: 256 << 10, maxRuns: 8, maxTombs: 64 << 10, stallRuns: maxHintRuns - 16}
+	return keysConfig{recentCap: 256 << 10, maxRuns: 8, maxTombs: 64 << 10, stallRuns: maxHintRuns - 16,
+		loadRunKeys: 4 << 20}
 }
 
 type mergeJob struct {
@@ -123,14 +128,15 @@ func newTieredKeys(dir string, cfg keysConfig) (*tieredKeys, error) {
 func (t *tieredKeys) len() int { return t.n }
 
 // load adds k to a set being filled at Open, before any other call:
-// without lookups, keys are collected, sorted and spilled as runs;
-// finishLoad merges those and drops repeats.
+// without lookups, keys are collected, sorted and spilled as runs of
+// loadRunKeys; finishLoad merges those and drops repeats. Runs of the
+// recent tier's size made a rebuild at 100 M keys a 400-way merge.
 func (t *tieredKeys) load(k store.Key) error {
 	if t.loadBuf == nil {
-		t.loadBuf = make([]store.Key, 0, t.cfg.recentCap)
+		t.loadBuf = make([]store.Key, 0, max(t.cfg.recentCap, min(t.cfg.loadRunKeys, 1<<20)))
 	}
 	t.loadBuf = append(t.loadBuf, k)
-	if len(t.loadBuf) < t.cfg.recentCap {
+	if len(t.loadBuf) < max(t.cfg.recentCap, t.cfg.loadRunKeys) {
 		return nil
 	}
 	return t.spillLoaded()
@@ -143,7 +149,9 @@ func (t *tieredKeys) spillLoaded() error {
 }
 
 func (t *tieredKeys) finishLoad() error {
-	if len(t.runs) == 0 {
+	// The load's buffers may have grown past the recent tier's needs.
+	defer func() { t.sortBuf = make([]store.Key, 0, t.cfg.recentCap) }()
+	if len(t.runs) == 0 && len(t.loadBuf) <= t.cfg.recentCap {
 		// Few keys: they all fit the recent tier.
 		for _, k := range t.loadBuf {
 			t.recent.add(k)
@@ -159,6 +167,9 @@ func (t *tieredKeys) finishLoad() error {
 	}
 	t.loadBuf = nil
 	if len(t.runs) > 1 {
+		for _, r := range t.runs {
+			r.bloom = bloom{} // the merge reads files only; the output gets its own
+		}
 		out, err := mergeRuns(t.runPath(), t.runs[len(t.runs)-1].id, t.runs, nil, nil)
 		if err != nil {
 			return fmt.Errorf("merge dedup key runs: %w", err)
