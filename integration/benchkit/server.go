@@ -38,15 +38,15 @@ func StartServer(name, bin, dir, config string, env, args []string) (*Server, er
 	}
 	argv := append([]string{"serve", "--config", cfgPath, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}, args...)
 	s := &Server{Dir: dir, name: name, bin: bin, env: env, argv: argv}
-	if err := s.start(); err != nil {
+	if err := s.start(2 * time.Minute); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
 	return s, nil
 }
 
-// start runs the server's command and waits until it listens.
-func (s *Server) start() error {
+// start runs the server's command and waits until it listens, at most wait.
+func (s *Server) start(wait time.Duration) error {
 	cmd := exec.Command(s.bin, s.argv...)
 	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stderr = os.Stderr
@@ -76,11 +76,11 @@ func (s *Server) start() error {
 	case err := <-s.done:
 		s.exited()
 		return fmt.Errorf("server exited before it was ready: %v", err)
-	case <-time.After(2 * time.Minute):
+	case <-time.After(wait):
 		_ = cmd.Process.Kill()
 		<-s.done
 		s.exited()
-		return fmt.Errorf("server not ready after 2 minutes")
+		return fmt.Errorf("server not ready after %s", wait)
 	}
 }
 
@@ -103,7 +103,8 @@ func (s *Server) Restart(kill bool) (time.Duration, error) {
 		s.shutdown()
 	}
 	start := time.Now()
-	if err := s.start(); err != nil {
+	// A store that rebuilds its state from its tables may take minutes.
+	if err := s.start(15 * time.Minute); err != nil {
 		return 0, err
 	}
 	return time.Since(start), nil
