@@ -131,6 +131,21 @@ func TestKeepAdoptModel(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(dir, keysManifestName)); err != nil {
 			t.Fatal(err)
 		}
+		if round == 3 {
+			// A damaged filter file: the run's filter is rebuilt from its keys.
+			filters, _ := filepath.Glob(filepath.Join(dir, "*"+filterSuffix))
+			if len(filters) == 0 {
+				t.Fatal("keep wrote no filter files")
+			}
+			b, err := os.ReadFile(filters[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			clear(b)
+			if err := os.WriteFile(filters[0], b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
 		var ok bool
 		if tk, ok, err = adoptTieredKeys(dir, cfg, meta); err != nil || !ok {
 			t.Fatalf("round %d: adopt: %v, %v", round, ok, err)

@@ -117,7 +117,11 @@ func (r *keyRun) search(p *probe, buf []byte) (bool, error) {
 
 // close closes and deletes the run's file.
 func (r *keyRun) close() error {
-	return errors.Join(r.f.Close(), os.Remove(r.path))
+	err := os.Remove(r.path + filterSuffix) // kept by an earlier Close, if at all
+	if errors.Is(err, os.ErrNotExist) {
+		err = nil
+	}
+	return errors.Join(r.f.Close(), os.Remove(r.path), err)
 }
 
 // runWriter writes a run from keys in ascending order, building its
