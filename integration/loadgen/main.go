@@ -49,6 +49,7 @@ type options struct {
 	span                    time.Duration
 	dup                     float64
 	restart                 string
+	logLevel                string
 }
 
 func main() {
@@ -70,6 +71,7 @@ func main() {
 	flag.DurationVar(&o.span, "span", 6*time.Hour, "event times spread over this long before now (2 years: 17520h)")
 	flag.Float64Var(&o.dup, "dup", 0, "share of events (0 to 1) that re-send an earlier event unchanged (exact duplicates)")
 	flag.StringVar(&o.restart, "restart", "", "after the preload, stop the server (term: SIGTERM; kill: SIGKILL) and time its restart to listening (one started server)")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "log_level of the started servers (their log goes to stderr)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -120,7 +122,7 @@ func run(o options) error {
 			if i > 0 {
 				prof = ""
 			}
-			srv, err := startChild(o.bin, o.memoryLimit, prof, storeURL)
+			srv, err := startChild(o.bin, o.memoryLimit, prof, storeURL, o.logLevel)
 			if err != nil {
 				return err
 			}
