@@ -107,6 +107,7 @@ func (t *tieredKeys) keep(meta keysMeta) error {
 	var errs []error
 	for _, r := range t.runs {
 		errs = append(errs, r.f.Close())
+		r.bloom.free()
 	}
 	t.runs, t.kept = nil, true
 	if err := errors.Join(errs...); err != nil {
@@ -221,6 +222,7 @@ func openRuns(dir string, list []manifestRun) ([]*keyRun, error) {
 		for _, r := range runs {
 			if r != nil {
 				r.f.Close()
+				r.bloom.free()
 			}
 		}
 		return nil, err
@@ -240,7 +242,11 @@ func openRun(path string, id uint64, n int, sum uint32) (*keyRun, error) {
 		return nil, err
 	}
 	r := &keyRun{id: id, path: path, f: f, n: n, bloom: newBloom(n), index: make([]store.Key, 0, (n+runBlockKeys-1)/runBlockKeys)}
-	fail := func(err error) (*keyRun, error) { f.Close(); return nil, fmt.Errorf("dedup key run %s: %w", path, err) }
+	fail := func(err error) (*keyRun, error) {
+		f.Close()
+		r.bloom.free()
+		return nil, fmt.Errorf("dedup key run %s: %w", path, err)
+	}
 	if st, err := f.Stat(); err != nil || st.Size() != int64(n)*keyBytes {
 		return fail(errors.Join(err, errors.New("size does not match the manifest")))
 	}

@@ -168,7 +168,7 @@ func (t *tieredKeys) finishLoad() error {
 	t.loadBuf = nil
 	if len(t.runs) > 1 {
 		for _, r := range t.runs {
-			r.bloom = bloom{} // the merge reads files only; the output gets its own
+			r.bloom.free() // the merge reads files only; the output gets its own
 		}
 		out, err := mergeRuns(t.runPath(), t.runs[len(t.runs)-1].id, t.runs, nil, nil)
 		if err != nil {
