@@ -80,10 +80,11 @@ type keysConfig struct {
 
 // defaultKeysConfig: 256k recent keys take 8 MB of slots (twice, as one
 // tier spills while the other fills; +4 MB to sort them), 20 MB fixed in
-// all. Eight runs keep a new key's lookup at a few filter probes. A
-// rebuild at Open sorts runs of 4M keys (64 MB, twice) before it merges. 512k
+// all. Eight runs keep a new key's lookup at a few filter probes. 512k
 // (40 MB) was measured too: a 5M-row sync peaked 25 MiB higher (288-296
 // against 262-271 MiB) at the same rate, and 128k saved only 5-10 MiB more.
+// A rebuild at Open sorts runs of 4M keys (64 MB, twice) before it merges;
+// 48 runs (a spill's stall) stay within the hints' 64.
 func defaultKeysConfig() keysConfig {
 	return keysConfig{recentCap: 256 << 10, maxRuns: 8, maxTombs: 64 << 10, stallRuns: maxHintRuns - 16,
 		loadRunKeys: 4 << 20}
