@@ -48,7 +48,7 @@ schedule: api
 		t.Helper()
 		for q, out := range map[string]*[]string{
 			`SELECT slot_name FROM pg_replication_slots WHERE database = current_database() ORDER BY 1`: &slots,
-			`SELECT pubname FROM pg_publication ORDER BY 1`: &pubs,
+			`SELECT pubname FROM pg_publication ORDER BY 1`:                                             &pubs,
 		} {
 			rows, err := db.conn.Query(context.Background(), q)
 			if err != nil {

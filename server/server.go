@@ -222,8 +222,11 @@ func OpenStore(ctx context.Context, cfg *config.Config, log *slog.Logger, thread
 		st = pg
 	} else {
 		path := filepath.Join(cfg.DataDir, "tributary.duckdb")
+		if cfg.DedupKeys != "" {
+			log.Warn("dedup_keys is deprecated and ignored: the embedded store always keeps recent dedup keys in memory and older ones on disk", "dedup_keys", cfg.DedupKeys)
+		}
 		duck, err := duckstore.Open(ctx, path, duckstore.Options{MemoryLimit: b.duckDBLimit(), Threads: threads,
-			DiskKeys: cfg.DedupKeys == config.DedupDisk, LoadChunkBytes: b.LoadChunkBytes, LoadTxnRows: b.LoadTxnRows,
+			LoadChunkBytes: b.LoadChunkBytes, LoadTxnRows: b.LoadTxnRows,
 			RowGroupRows: b.RowGroupRows, ReturnFreedMemory: b.ReturnFreed, LoaderLagBytes: b.LoaderLag, Logger: log})
 		if err != nil {
 			return nil, fmt.Errorf("open embedded store %s: %w", path, err)

@@ -21,6 +21,9 @@ type Server struct {
 	URL  string // http://host:port once ready
 	name string // the driver's name, for its messages
 	done chan error
+	bin  string
+	env  []string
+	argv []string
 }
 
 // StartServer writes config to dir/tributary.yaml, starts bin serve on a
@@ -34,20 +37,28 @@ func StartServer(name, bin, dir, config string, env, args []string) (*Server, er
 		return nil, err
 	}
 	argv := append([]string{"serve", "--config", cfgPath, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "data")}, args...)
-	cmd := exec.Command(bin, argv...)
-	cmd.Env = append(os.Environ(), env...)
+	s := &Server{Dir: dir, name: name, bin: bin, env: env, argv: argv}
+	if err := s.start(2 * time.Minute); err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	return s, nil
+}
+
+// start runs the server's command and waits until it listens, at most wait.
+func (s *Server) start(wait time.Duration) error {
+	cmd := exec.Command(s.bin, s.argv...)
+	cmd.Env = append(os.Environ(), s.env...)
 	cmd.Stderr = os.Stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
+		return err
 	}
-	s := &Server{Cmd: cmd, Dir: dir, name: name, done: make(chan error, 1)}
+	s.Cmd, s.done = cmd, make(chan error, 1)
 	ready := make(chan string, 1)
 	go func() {
 		sc := bufio.NewScanner(out)
@@ -61,20 +72,52 @@ func StartServer(name, bin, dir, config string, env, args []string) (*Server, er
 	select {
 	case addr := <-ready:
 		s.URL = "http://" + addr
-		return s, nil
+		return nil
 	case err := <-s.done:
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("server exited before it was ready: %v", err)
-	case <-time.After(2 * time.Minute):
+		s.exited()
+		return fmt.Errorf("server exited before it was ready: %v", err)
+	case <-time.After(wait):
 		_ = cmd.Process.Kill()
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("server not ready after 2 minutes")
+		<-s.done
+		s.exited()
+		return fmt.Errorf("server not ready after %s", wait)
 	}
+}
+
+// exited makes done answer at once: the process is gone and its one
+// result was taken, so a later Stop must not wait for another.
+func (s *Server) exited() {
+	d := make(chan error)
+	close(d)
+	s.done = d
+}
+
+// Restart stops the server (SIGTERM, or SIGKILL when kill is set), starts
+// it again on the same data and returns how long the new process took from
+// its start until it listened (the store open, its dedup keys loaded).
+func (s *Server) Restart(kill bool) (time.Duration, error) {
+	if kill {
+		_ = s.Cmd.Process.Kill()
+		<-s.done
+	} else {
+		s.shutdown()
+	}
+	start := time.Now()
+	// A store that rebuilds its state from its tables may take minutes.
+	if err := s.start(15 * time.Minute); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
 }
 
 // Stop shuts the server down gracefully (SIGTERM, a minute's grace) and
 // removes its directory.
 func (s *Server) Stop() {
+	s.shutdown()
+	os.RemoveAll(s.Dir)
+}
+
+func (s *Server) shutdown() {
 	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-s.done:
@@ -86,5 +129,4 @@ func (s *Server) Stop() {
 		<-s.done
 		fmt.Fprintf(os.Stderr, "%s: server ignored SIGTERM for a minute; killed\n", s.name)
 	}
-	os.RemoveAll(s.Dir)
 }

@@ -23,7 +23,7 @@ type child struct{ *benchkit.Server }
 // (the measurement is of the server, not of its throttle) and starts bin,
 // with its profiler on pprofAddr unless that is empty, on the store at
 // storeURL (empty: the embedded store in its data directory).
-func startChild(bin, memoryLimit, pprofAddr, storeURL string) (*child, error) {
+func startChild(bin, memoryLimit, pprofAddr, storeURL, logLevel string) (*child, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("server binary: %w (build it with `make build`, or pass -bin)", err)
 	}
@@ -32,7 +32,7 @@ func startChild(bin, memoryLimit, pprofAddr, storeURL string) (*child, error) {
 		return nil, err
 	}
 	cfg := fmt.Sprintf(`region: us
-log_level: warn
+log_level: %s
 projects:
   - id: 1
     name: Loadgen
@@ -41,7 +41,7 @@ projects:
     service_accounts:
       - {username: %s, secret: %s, role: owner}
     rate_limit: {bytes_per_minute: 1000000GB}
-`, childUser, childSecret)
+`, logLevel, childUser, childSecret)
 	if memoryLimit != "" {
 		cfg = "memory_limit: " + memoryLimit + "\n" + cfg
 	}

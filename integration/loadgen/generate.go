@@ -57,7 +57,10 @@ func gz(b []byte) []byte {
 	return buf.Bytes()
 }
 
-// generator makes realistic ~300-byte events with unique $insert_ids.
+// generator makes realistic ~300-byte events with unique $insert_ids;
+// a share of each batch (dup) re-sends earlier events unchanged, as a
+// client retrying would. Each event's fields follow from its sequence
+// number alone, so a re-sent one is an exact duplicate.
 //
 // Without a live window, every event (preloaded or measured) falls at a
 // random time in the span before base: a backfill of old events in no
@@ -69,15 +72,16 @@ type generator struct {
 	mu      sync.Mutex
 	seq     int64
 	run     string
-	base    int64 // ms; the newest event time
-	spanMs  int64 // > 0
-	liveMs  int64 // 0: no live window
-	preload int64 // events of the preload (seq below it)
+	base    int64   // ms; the newest event time
+	spanMs  int64   // > 0
+	liveMs  int64   // 0: no live window
+	preload int64   // events of the preload (seq below it)
+	dup     float64 // share of re-sent events, 0 to 1
 }
 
-func newGenerator(now time.Time, span, live time.Duration, preload int) *generator {
+func newGenerator(now time.Time, span, live time.Duration, preload int, dup float64) *generator {
 	g := &generator{run: strconv.FormatInt(now.UnixNano()%1e9, 36), base: now.Add(-time.Minute).UnixMilli(),
-		spanMs: max(span.Milliseconds(), 1), preload: int64(preload)}
+		spanMs: max(span.Milliseconds(), 1), preload: int64(preload), dup: dup}
 	if live > 0 {
 		g.liveMs = max(live.Milliseconds(), 1)
 	}
@@ -110,7 +114,9 @@ func (g *generator) batch(n int) []byte {
 	first := g.seq
 	g.seq += int64(n)
 	g.mu.Unlock()
-	r := rand.New(rand.NewPCG(uint64(first), 0x5eed))
+	pick := rand.New(rand.NewPCG(uint64(first), 0xd0b))
+	src := rand.NewPCG(0, 0)
+	r := rand.New(src)
 	b := make([]byte, 0, n*320)
 	b = append(b, '[')
 	for i := int64(0); i < int64(n); i++ {
@@ -118,6 +124,10 @@ func (g *generator) batch(n int) []byte {
 			b = append(b, ',')
 		}
 		seq := first + i
+		if first > 0 && pick.Float64() < g.dup {
+			seq = pick.Int64N(first) // an event sent before, again
+		}
+		src.Seed(uint64(seq), 0x5eed)
 		user := r.IntN(500_000)
 		b = append(b, `{"event":"`...)
 		b = append(b, eventNames[r.IntN(len(eventNames))]...)

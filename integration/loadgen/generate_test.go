@@ -23,7 +23,7 @@ func TestTimeOf(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			g := newGenerator(now, tc.span, tc.live, preload)
+			g := newGenerator(now, tc.span, tc.live, preload, 0)
 			r := rand.New(rand.NewPCG(1, 2))
 			prev := int64(-1 << 62)
 			wentBack := false

@@ -37,6 +37,7 @@ import (
 	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"text/tabwriter"
 	"time"
 )
@@ -54,6 +55,9 @@ type options struct {
 	procs                   int
 	span, live              time.Duration
 	baseline                bool
+	dup                     float64
+	restart                 string
+	logLevel                string
 }
 
 func main() {
@@ -75,6 +79,9 @@ func main() {
 	flag.DurationVar(&o.span, "span", 6*time.Hour, "event times spread over this long before now (2 years: 17520h)")
 	flag.DurationVar(&o.live, "live", 0, "if set, the preload is history in time order over -span before this last stretch, and the measured events fall at random in it (live traffic); unset, every event is at a random time in -span (a backfill)")
 	flag.BoolVar(&o.baseline, "baseline", false, "measure on the empty store too, before the preload, and report the ratio (one run, one time window)")
+	flag.Float64Var(&o.dup, "dup", 0, "share of events (0 to 1) that re-send an earlier event unchanged (exact duplicates)")
+	flag.StringVar(&o.restart, "restart", "", "after the preload, stop the server (term: SIGTERM; kill: SIGKILL) and time its restart to listening (one started server)")
+	flag.StringVar(&o.logLevel, "log-level", "warn", "log_level of the started servers (their log goes to stderr)")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -92,6 +99,12 @@ func run(o options) error {
 		return errors.New("-addr targets a running server: -store and -procs start servers")
 	case o.live < 0 || o.live > o.span:
 		return errors.New("-live must be within -span")
+	case o.restart != "" && (o.addr != "" || o.procs > 1):
+		return errors.New("-restart needs the one server loadgen starts")
+	case o.restart != "" && o.restart != "term" && o.restart != "kill":
+		return errors.New("-restart must be term or kill")
+	case o.dup < 0 || o.dup > 1:
+		return errors.New("-dup must be between 0 and 1")
 	}
 	tgts := []target{{base: "http://" + o.addr, project: o.project, user: o.user, secret: o.secret}}
 	var srvs []*child
@@ -121,7 +134,7 @@ func run(o options) error {
 			if i > 0 {
 				prof = ""
 			}
-			srv, err := startChild(o.bin, o.memoryLimit, prof, storeURL)
+			srv, err := startChild(o.bin, o.memoryLimit, prof, storeURL, o.logLevel)
 			if err != nil {
 				return err
 			}
@@ -133,7 +146,7 @@ func run(o options) error {
 	}
 	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
 		MaxIdleConnsPerHost: o.conns, DisableCompression: true}}
-	gen := newGenerator(time.Now(), o.span, o.live, o.preload)
+	gen := newGenerator(time.Now(), o.span, o.live, o.preload, o.dup)
 
 	// The empty store's rate, measured as the stored one is below. Its
 	// events are measured events under insert ids of their own; with
@@ -142,7 +155,7 @@ func run(o options) error {
 	// live window too.
 	var empty *result
 	if o.baseline {
-		bgen := newGenerator(time.Now(), o.span, o.live, 0)
+		bgen := newGenerator(time.Now(), o.span, o.live, 0, o.dup)
 		bgen.run += "e"
 		bgen.base -= bgen.liveMs
 		payloads, _, _ := pregenerate(bgen, max(100_000*int(o.duration.Seconds())*3/o.batch+o.conns, 4*o.conns), o)
@@ -155,6 +168,19 @@ func run(o options) error {
 	preRate, err := preload(client, tgts, gen, o)
 	if err != nil {
 		return err
+	}
+	var restartTook time.Duration
+	var preloadPeakKB int64
+	if o.restart != "" {
+		if _, err := waitLoaded(client, tgts[0]); err != nil {
+			return fmt.Errorf("before restart: %w", err)
+		}
+		preloadPeakKB, _ = srvs[0].status("VmHWM")
+		if restartTook, err = srvs[0].Restart(o.restart == "kill"); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		tgts[0].base = srvs[0].URL
+		fmt.Printf("restarted in %s (SIG%s, then start until listening)\n", restartTook.Round(time.Millisecond), strings.ToUpper(o.restart))
 	}
 
 	// Pre-generate every measured payload so the measured phase spends no
@@ -239,11 +265,18 @@ func run(o options) error {
 	if empty != nil {
 		total += empty.events
 	}
+	if o.restart != "" {
+		fmt.Fprintf(w, "restart to listening\t%s after SIG%s (%d events stored)\n", restartTook.Round(time.Millisecond), strings.ToUpper(o.restart), o.preload)
+		fmt.Fprintf(w, "server peak RSS before restart\t%d MiB\n", preloadPeakKB>>10)
+	}
 	switch {
 	case o.live > 0:
 		fmt.Fprintf(w, "event times\tpreload in time order over %s, measured at random in the last %s\n", o.span-o.live, o.live)
 	case o.span != 6*time.Hour:
 		fmt.Fprintf(w, "event times\tat random over %s\n", o.span)
+	}
+	if o.dup > 0 {
+		fmt.Fprintf(w, "re-sent duplicates\t%.0f%% of events\n", 100*o.dup)
 	}
 	for i, srv := range srvs {
 		if kb, err := srv.status("VmHWM"); err == nil {

@@ -136,10 +136,10 @@ type Config struct {
 	// split between the embedded store's DuckDB and the Go heap's soft
 	// limit by server.NewMemoryBudget. "" = none.
 	MemoryLimit string `yaml:"memory_limit"`
-	// DedupKeys is where the embedded store keeps its dedup keys: "memory"
-	// (the default, fastest) or "disk" (recent keys in memory, older ones
-	// in sorted files beside the database: memory nearly flat in the
-	// number of stored events).
+	// DedupKeys is deprecated and ignored ("memory" or "disk" are still
+	// accepted, so old files load): the embedded store always keeps recent
+	// dedup keys in memory and older ones in sorted files beside the
+	// database. The server logs a warning when it is set.
 	DedupKeys string `yaml:"dedup_keys"`
 	// MigrateListen serves the migration service ({migrate_url}, POST
 	// /amplitude) on its own address; "" serves it on Listen.

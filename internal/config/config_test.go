@@ -69,7 +69,7 @@ func TestParseErrorsNameFileAndKey(t *testing.T) {
 		{"bad postgres url", "store: postgres://u:hunter2@db:notaport/x\n" + base(""), `store: postgres://… is not a valid URL: invalid port`},
 		{"bad postgres param", "store: postgres://u:hunter2@db/x?sslmode=sometimes\n" + base(""), `store: postgres://u:xxxxx@db/x?sslmode=sometimes is not a valid PostgreSQL URL`},
 		{"short lease", "sync_lease: 500ms\n" + base(""), "sync_lease: must be at least 1s"},
-		{"dedup keys", "dedup_keys: ssd\n" + base(""), `dedup_keys: must be "memory" (the default) or "disk"; got "ssd"`},
+		{"dedup keys", "dedup_keys: ssd\n" + base(""), `dedup_keys: is deprecated and ignored, but when set must be "memory" or "disk"; got "ssd"`},
 		{"tls cert without key", "tls_cert_file: c.pem\n" + base(""), "tls_key_file: must be set when tls_cert_file is set"},
 		{"tls key without cert", "tls_key_file: k.pem\n" + base(""), "tls_cert_file: must be set when tls_key_file is set"},
 		{"redirect without tls", "redirect_http_listen: :80\n" + base(""), "redirect_http_listen: needs tls_cert_file and tls_key_file"},

@@ -18,7 +18,7 @@ func bad(key, format string, args ...any) error {
 	return &FieldError{Key: key, Problem: fmt.Sprintf(format, args...)}
 }
 
-// The values of dedup_keys.
+// The values dedup_keys (deprecated, ignored) accepts.
 const (
 	DedupMemory = "memory"
 	DedupDisk   = "disk"
@@ -46,7 +46,7 @@ func (c *Config) validate() error {
 	switch c.DedupKeys {
 	case "", DedupMemory, DedupDisk:
 	default:
-		return bad("dedup_keys", "must be %q (the default) or %q; got %q", DedupMemory, DedupDisk, c.DedupKeys)
+		return bad("dedup_keys", "is deprecated and ignored, but when set must be %q or %q; got %q", DedupMemory, DedupDisk, c.DedupKeys)
 	}
 	if c.SyncLease < Duration(1e9) {
 		return bad("sync_lease", "must be at least 1s")

@@ -10,10 +10,9 @@
 //
 // Dedup does not use a database index (a primary key makes DuckDB appends
 // ~20x slower); instead the keys of all dedupable events are loaded at
-// Open into a set of their own (all in memory, or with Options.DiskKeys
-// recent ones in memory and older ones in sorted files beside the
-// database: keyset_choice.go), and a single writer filters each write
-// against them before logging it.
+// Open into a set of their own (recent ones in memory, older ones in
+// sorted files beside the database: keyset_choice.go), and a single
+// writer filters each write against them before logging it.
 package duckstore
 
 import (
@@ -47,9 +46,6 @@ type Options struct {
 	// freed pages back after freedDecayMs instead of its default delay.
 	// Linux/amd64 only.
 	ReturnFreedMemory bool
-	// DiskKeys keeps all but the most recent dedup keys in sorted files
-	// beside the database instead of memory (keyset_choice.go).
-	DiskKeys bool
 	// LoadChunkBytes ends one loader INSERT (an Arrow batch held in Go
 	// memory) at this many bytes of event strings, before the row group
 	// is full; 0 or more than 256MB = 256MB. The loader holds two such
@@ -198,11 +194,10 @@ type Store struct {
 
 	// wsem is the writer lock (a channel so waiting honours ctx). It
 	// guards keys, nextSeq and scratch.
-	wsem     chan struct{}
-	keys     dedupSet
-	diskKeys bool // the kind of keys (Options.DiskKeys)
-	nextSeq  int64
-	scratch  writeScratch
+	wsem    chan struct{}
+	keys    dedupSet
+	nextSeq int64
+	scratch writeScratch
 
 	wal *wal.Log // every acknowledged write, until the loader applied it
 
@@ -313,7 +308,6 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 	s := &Store{
 		db:         sql.OpenDB(connector),
 		path:       path,
-		diskKeys:   opt.DiskKeys,
 		lock:       lock,
 		log:        opt.Logger,
 		wsem:       make(chan struct{}, 1),
@@ -468,89 +462,6 @@ func (s *Store) openLog(ctx context.Context) error {
 	return nil
 }
 
-// newKeys makes the empty dedup set of the kind the options ask for.
-func (s *Store) newKeys(ctx context.Context) error {
-	_ = os.RemoveAll(s.path + ".keys") // runs of an earlier DiskKeys process are stale either way
-	if s.diskKeys {
-		k, err := newTieredKeys(s.path+".keys", defaultKeysConfig())
-		if err != nil {
-			return err
-		}
-		s.keys = k
-		return nil
-	}
-	var n int
-	if err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM events WHERE k_hi IS NOT NULL`).Scan(&n); err != nil {
-		return fmt.Errorf("count keys: %w", err)
-	}
-	s.keys = newMemKeys(n)
-	return nil
-}
-
-// loadKeys fills the dedup set from the events table. Reading rows and
-// inserting keys cost about the same, so a goroutine reads while this one
-// inserts.
-func (s *Store) loadKeys(ctx context.Context) error {
-	start := time.Now()
-	if err := s.newKeys(ctx); err != nil {
-		return err
-	}
-	rows, err := s.db.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`)
-	if err != nil {
-		return fmt.Errorf("load keys: %w", err)
-	}
-	const chunk = 8192
-	full := make(chan []store.Key, 4)
-	empty := make(chan []store.Key, 4)
-	var readErr error
-	go func() {
-		defer close(full)
-		defer rows.Close()
-		buf := make([]store.Key, 0, chunk)
-		var hi, lo int64
-		for rows.Next() {
-			if err := rows.Scan(&hi, &lo); err != nil {
-				readErr = err
-				return
-			}
-			if buf = append(buf, joinKey(hi, lo)); len(buf) == chunk {
-				full <- buf
-				select {
-				case buf = <-empty:
-				default:
-					buf = make([]store.Key, 0, chunk)
-				}
-			}
-		}
-		readErr = rows.Err()
-		full <- buf
-	}()
-	var loadErr error // the reader must still be drained
-	for buf := range full {
-		for _, k := range buf {
-			if loadErr == nil {
-				loadErr = s.keys.load(k)
-			}
-		}
-		select {
-		case empty <- buf[:0]:
-		default:
-		}
-	}
-	// full is closed: the reader is done and readErr is safe to read.
-	if readErr != nil {
-		return fmt.Errorf("load keys: %w", readErr)
-	}
-	if loadErr == nil {
-		loadErr = s.keys.finishLoad()
-	}
-	if loadErr != nil {
-		return fmt.Errorf("load keys: %w", loadErr)
-	}
-	s.log.Info("duckstore: dedup keys loaded", "keys", s.keys.len(), "took", time.Since(start))
-	return nil
-}
-
 // enter registers an operation, refusing once Close has begun.
 func (s *Store) enter(op string) error { return s.ops.Enter("duckstore", op) }
 
@@ -582,7 +493,7 @@ func (s *Store) Close() error {
 	close(s.quit)
 	<-s.loaderDone // it applies what is left first, so the log is empty
 	var errs []error
-	errs = append(errs, s.wal.Close(), s.keys.close())
+	errs = append(errs, s.wal.Close(), s.keepKeys())
 	if s.writer != nil {
 		errs = append(errs, s.writer.Close())
 	}

@@ -78,13 +78,6 @@ func TestConformance(t *testing.T) {
 	storetest.Run(t, harness(0))
 }
 
-// TestConformanceDiskKeys runs the suite with the tiered dedup key set.
-func TestConformanceDiskKeys(t *testing.T) {
-	opt := testOptions
-	opt.DiskKeys = true
-	storetest.Run(t, harnessWith(0, opt))
-}
-
 // TestConformanceSmallPages runs the suite with 3-row scan pages, so every
 // scan of more than 3 events goes through the temp-table path and crosses
 // page boundaries (ties, limits, name filters, cancellation).

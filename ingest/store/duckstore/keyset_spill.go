@@ -29,8 +29,10 @@ func (t *tieredKeys) spill() error {
 	t.nextID++
 	t.startSpill()
 	// Spills must not outrun merges without bound: every run costs each
-	// lookup a filter probe.
-	for t.merge != nil && len(t.runs) > 2*t.cfg.maxRuns {
+	// lookup a filter probe. The bound is loose, though: at 100 M stored
+	// keys a merge may take longer than the writes that fill a few tiers,
+	// and waiting for it stalls every request behind the writer.
+	for t.merge != nil && len(t.runs) > max(t.cfg.stallRuns, 2*t.cfg.maxRuns) {
 		if err := t.finishMerge(<-t.merge.done); err != nil {
 			return err
 		}

@@ -1,9 +1,7 @@
 package duckstore
 
 import (
-	"fmt"
 	"math/rand/v2"
-	"slices"
 	"testing"
 	"time"
 
@@ -162,81 +160,5 @@ func TestKeySetRemove(t *testing.T) {
 	ks.remove(zero)
 	if ks.has(zero) || ks.len() != 0 {
 		t.Fatal("zero key not removed")
-	}
-}
-
-// BenchmarkMemAddBatches: a migration's write pattern into the in-memory
-// set, 2M new keys in batches of 5000 onto 1M stored ones, each key added
-// alone or the batch announced first (prefilter: its slots read ahead).
-func BenchmarkMemAddBatches(b *testing.B) {
-	const stored, n, batch = 1_000_000, 2_000_000, 5000
-	keys := randomKeys(stored+n, 22)
-	for _, announce := range []bool{false, true} {
-		b.Run(fmt.Sprintf("prefilter=%v", announce), func(b *testing.B) {
-			var elapsed time.Duration
-			for b.Loop() {
-				b.StopTimer()
-				m := newMemKeys(stored)
-				for _, k := range keys[:stored] {
-					m.load(k)
-				}
-				b.StartTimer()
-				start := time.Now()
-				for i := stored; i < len(keys); i += batch {
-					part := keys[i:min(i+batch, len(keys))]
-					if announce {
-						m.prefilter(part)
-					}
-					for _, k := range part {
-						if ok, _ := m.add(k); !ok {
-							b.Fatal("add failed")
-						}
-					}
-				}
-				elapsed += time.Since(start)
-			}
-			b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N*n), "ns/key")
-		})
-	}
-}
-
-// Announced adds answer as unannounced ones: batches that repeat keys,
-// hold stored ones, skip an announced key or come in another order.
-func TestMemKeysPrefilter(t *testing.T) {
-	keys := randomKeys(20_000, 23)
-	m, model := newMemKeys(0), map[store.Key]bool{}
-	r := rand.New(rand.NewPCG(7, 8))
-	warmed := 0
-	for step := range 200 {
-		batch := make([]store.Key, 300)
-		for i := range batch {
-			batch[i] = keys[r.IntN(len(keys))]
-		}
-		m.prefilter(batch)
-		adds := batch
-		switch step % 4 {
-		case 1:
-			adds = batch[1:] // the first announced key never comes
-		case 2:
-			adds = slices.Clone(batch)
-			r.Shuffle(len(adds), func(i, j int) { adds[i], adds[j] = adds[j], adds[i] })
-		}
-		for _, k := range adds {
-			before := m.warm.next
-			got, _ := m.add(k)
-			if got != !model[k] {
-				t.Fatalf("step %d: add = %v; the key was stored: %v", step, got, model[k])
-			}
-			model[k] = true
-			if m.warm.next > before {
-				warmed++
-			}
-		}
-	}
-	if m.len() != len(model) {
-		t.Fatalf("%d keys; want %d", m.len(), len(model))
-	}
-	if warmed < 200*300/3 {
-		t.Fatalf("only %d adds came in the announced order", warmed)
 	}
 }

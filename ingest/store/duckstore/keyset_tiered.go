@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 )
@@ -16,9 +17,10 @@ import (
 // an in-memory Bloom filter and sparse index (~1.8 bytes per key). All
 // keys in memory (27 bytes each) made a sync's RSS grow with the table.
 //
-// Runs are derived data: the directory is emptied at every Open and the
-// set rebuilt from the events table (load, finishLoad), so nothing is
-// fsynced and a crash leaves nothing to repair.
+// Runs are derived data: while the process runs nothing is fsynced, and
+// after a crash Open empties the directory and rebuilds the set from the
+// events table (load, finishLoad). A clean Close keeps them for the next
+// Open (keep, adoptTieredKeys: keyset_persist.go).
 //
 // Removals are rare (a failed write's keys, a deleted import's): a key in
 // the recent tier just leaves it, one in a run gets a tombstone. tomb[k] =
@@ -61,12 +63,19 @@ type tieredKeys struct {
 	spilling chan spillResult // the spill of frozen, until swapped in
 
 	hints keyHints // filter answers for the next adds (keyset_hint.go)
+
+	deletes sync.WaitGroup // merged-away runs being deleted
+	kept    bool           // keep handed the runs on; close has nothing to do
 }
 
 type keysConfig struct {
 	recentCap int // keys held in memory before they spill to a run
 	maxRuns   int // more runs than this start a merge
 	maxTombs  int // more tombstones than this start a merge of all runs
+	stallRuns int // a spill waits for the merge in progress beyond this many runs (at least 2*maxRuns)
+	// loadRunKeys: the runs a rebuild at Open sorts and spills before it
+	// merges them (at least recentCap).
+	loadRunKeys int
 }
 
 // defaultKeysConfig: 256k recent keys take 8 MB of slots (twice, as one
@@ -74,8 +83,11 @@ type keysConfig struct {
 // all. Eight runs keep a new key's lookup at a few filter probes. 512k
 // (40 MB) was measured too: a 5M-row sync peaked 25 MiB higher (288-296
 // against 262-271 MiB) at the same rate, and 128k saved only 5-10 MiB more.
+// A rebuild at Open sorts runs of 4M keys (64 MB, twice) before it merges;
+// 48 runs (a spill's stall) stay within the hints' 64.
 func defaultKeysConfig() keysConfig {
-	return keysConfig{recentCap: 256 << 10, maxRuns: 8, maxTombs: 64 << 10}
+	return keysConfig{recentCap: 256 << 10, maxRuns: 8, maxTombs: 64 << 10, stallRuns: maxHintRuns - 16,
+		loadRunKeys: 4 << 20}
 }
 
 type mergeJob struct {
@@ -117,14 +129,15 @@ func newTieredKeys(dir string, cfg keysConfig) (*tieredKeys, error) {
 func (t *tieredKeys) len() int { return t.n }
 
 // load adds k to a set being filled at Open, before any other call:
-// without lookups, keys are collected, sorted and spilled as runs;
-// finishLoad merges those and drops repeats.
+// without lookups, keys are collected, sorted and spilled as runs of
+// loadRunKeys; finishLoad merges those and drops repeats. Runs of the
+// recent tier's size made a rebuild at 100 M keys a 400-way merge.
 func (t *tieredKeys) load(k store.Key) error {
 	if t.loadBuf == nil {
-		t.loadBuf = make([]store.Key, 0, t.cfg.recentCap)
+		t.loadBuf = make([]store.Key, 0, max(t.cfg.recentCap, min(t.cfg.loadRunKeys, 1<<20)))
 	}
 	t.loadBuf = append(t.loadBuf, k)
-	if len(t.loadBuf) < t.cfg.recentCap {
+	if len(t.loadBuf) < max(t.cfg.recentCap, t.cfg.loadRunKeys) {
 		return nil
 	}
 	return t.spillLoaded()
@@ -137,7 +150,9 @@ func (t *tieredKeys) spillLoaded() error {
 }
 
 func (t *tieredKeys) finishLoad() error {
-	if len(t.runs) == 0 {
+	// The load's buffers may have grown past the recent tier's needs.
+	defer func() { t.sortBuf = make([]store.Key, 0, t.cfg.recentCap) }()
+	if len(t.runs) == 0 && len(t.loadBuf) <= t.cfg.recentCap {
 		// Few keys: they all fit the recent tier.
 		for _, k := range t.loadBuf {
 			t.recent.add(k)
@@ -153,6 +168,9 @@ func (t *tieredKeys) finishLoad() error {
 	}
 	t.loadBuf = nil
 	if len(t.runs) > 1 {
+		for _, r := range t.runs {
+			r.bloom.free() // the merge reads files only; the output gets its own
+		}
 		out, err := mergeRuns(t.runPath(), t.runs[len(t.runs)-1].id, t.runs, nil, nil)
 		if err != nil {
 			return fmt.Errorf("merge dedup key runs: %w", err)
@@ -395,9 +413,15 @@ func (t *tieredKeys) finishMerge(res mergeResult) error {
 		errs = append(errs, res.r.close())
 	}
 	t.runs = append(runs, rest...)
-	for _, r := range j.inputs {
-		errs = append(errs, r.close())
-	}
+	// Nothing reads the inputs any more. Unlinking a file of millions of
+	// keys takes the file system a while: not on the writer's time.
+	t.deletes.Add(1)
+	go func() {
+		defer t.deletes.Done()
+		for _, r := range j.inputs {
+			_ = r.close()
+		}
+	}()
 	if j.full {
 		// No run older than a seen tombstone holds its key any more.
 		for k, b := range j.tomb {
@@ -412,8 +436,22 @@ func (t *tieredKeys) finishMerge(res mergeResult) error {
 	return t.startMerge()
 }
 
+// stopMerge abandons the merge in progress, if any; its inputs stay.
+func (t *tieredKeys) stopMerge() {
+	if j := t.merge; j != nil {
+		close(j.stop)
+		if res := <-j.done; res.r != nil {
+			_ = res.r.close()
+		}
+		t.merge = nil
+	}
+}
+
 // close abandons a merge in progress and deletes the runs.
 func (t *tieredKeys) close() error {
+	if t.kept {
+		return nil
+	}
 	var errs []error
 	if t.spilling != nil {
 		if res := <-t.spilling; res.r != nil {
@@ -421,13 +459,8 @@ func (t *tieredKeys) close() error {
 		}
 		t.spilling = nil
 	}
-	if j := t.merge; j != nil {
-		close(j.stop)
-		if res := <-j.done; res.r != nil {
-			errs = append(errs, res.r.close())
-		}
-		t.merge = nil
-	}
+	t.stopMerge()
+	t.deletes.Wait()
 	for _, r := range t.runs {
 		errs = append(errs, r.close())
 	}

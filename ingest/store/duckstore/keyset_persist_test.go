@@ -1,0 +1,168 @@
+package duckstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/tributary-dev/tributary/ingest/store"
+	"github.com/tributary-dev/tributary/ingest/store/storetest"
+)
+
+// TestReopenAdoptsKeys: a clean Close keeps the set (runs and manifest);
+// Open adopts it without reading the table, removes the manifest, and
+// dedups against the adopted keys, tombstones included.
+func TestReopenAdoptsKeys(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.duckdb")
+	ctx := context.Background()
+	s := openWith(t, path, testOptions)
+	evs := storetest.GenEvents(1, 300, 0)
+	if _, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}}); err != nil {
+		t.Fatal(err)
+	}
+	// A key removed from a run leaves a tombstone the manifest must keep.
+	tk := s.keys.(*tieredKeys)
+	if err := errors.Join(tk.spill(), tk.waitSpill()); err != nil {
+		t.Fatal(err)
+	}
+	if err := tk.remove(evs[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(path+".keys", keysManifestName)
+	if _, err := os.Stat(manifest); err != nil {
+		t.Fatalf("Close kept no manifest: %v", err)
+	}
+
+	s = openWith(t, path, testOptions)
+	defer s.Close()
+	tk = s.keys.(*tieredKeys)
+	if len(tk.runs) == 0 || tk.len() != len(evs)-1 {
+		t.Fatalf("adopted %d runs, %d keys; want runs and %d keys", len(tk.runs), tk.len(), len(evs)-1)
+	}
+	if _, err := os.Stat(manifest); !os.IsNotExist(err) {
+		t.Fatalf("manifest survived Open (a crash would adopt stale runs): %v", err)
+	}
+	res, err := s.Write(ctx, []store.Batch{{Project: 1, Events: append(evs[:10:10], storetest.GenEvents(1, 5, 1e9)...)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// evs[0]'s key was removed from the set: it counts as new again.
+	if res.Duplicates != 9 || res.Inserted != 6 {
+		t.Fatalf("after adoption: %d duplicates, %d inserted; want 9 and 6", res.Duplicates, res.Inserted)
+	}
+}
+
+// TestReopenRebuildsChangedTables: when the tables changed after the
+// Close that kept the set, Open rebuilds it from them instead.
+func TestReopenRebuildsChangedTables(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.duckdb")
+	ctx := context.Background()
+	s := openWith(t, path, testOptions)
+	evs := storetest.GenEvents(1, 50, 0)
+	if _, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := sql.Open("duckdb", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A row with a key of its own, behind the store's back.
+	_, err = db.Exec(`INSERT INTO events SELECT * REPLACE (k_hi + 1 AS k_hi, seq + 1000 AS seq) FROM events LIMIT 1`)
+	if err = errors.Join(err, db.Close()); err != nil {
+		t.Fatal(err)
+	}
+	s = openWith(t, path, testOptions)
+	defer s.Close()
+	if got := s.keys.len(); got != len(evs)+1 {
+		t.Fatalf("set holds %d keys after the tables changed; want %d (rebuilt)", got, len(evs)+1)
+	}
+}
+
+// TestKeepAdoptModel keeps a set in every state a Close can meet (a spill
+// or merge in progress, tombstones, keys in the recent tier) and checks
+// that the adopted set answers as the kept one, then goes on taking adds
+// and removes; a manifest for other tables' state is not adopted.
+func TestKeepAdoptModel(t *testing.T) {
+	cfg := keysConfig{recentCap: 50, maxRuns: 3, maxTombs: 40}
+	pool := randomKeys(3000, 31)
+	r := rand.New(rand.NewPCG(5, 6))
+	model := map[store.Key]bool{}
+	dir := filepath.Join(t.TempDir(), "x.keys")
+	tk, err := newTieredKeys(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	meta := keysMeta{AppliedLSN: 1, Events: 1, MaxSeq: 1}
+	for round := range 6 {
+		for range 700 {
+			k := pool[r.IntN(len(pool))]
+			if r.IntN(5) == 0 {
+				if err := tk.remove(k); err != nil {
+					t.Fatal(err)
+				}
+				delete(model, k)
+				continue
+			}
+			got, err := tk.add(k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got == model[k] {
+				t.Fatalf("round %d: add = %v; stored: %v", round, got, model[k])
+			}
+			model[k] = true
+		}
+		if err := tk.keep(meta); err != nil {
+			t.Fatal(err)
+		}
+		if err := tk.close(); err != nil { // after keep: nothing to do
+			t.Fatal(err)
+		}
+		if _, err := os.Stat(filepath.Join(dir, keysManifestName)); err != nil {
+			t.Fatal(err)
+		}
+		if round == 3 {
+			// A damaged filter file: the run's filter is rebuilt from its keys.
+			filters, _ := filepath.Glob(filepath.Join(dir, "*"+filterSuffix))
+			if len(filters) == 0 {
+				t.Fatal("keep wrote no filter files")
+			}
+			b, err := os.ReadFile(filters[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			clear(b)
+			if err := os.WriteFile(filters[0], b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var ok bool
+		if tk, ok, err = adoptTieredKeys(dir, cfg, meta); err != nil || !ok {
+			t.Fatalf("round %d: adopt: %v, %v", round, ok, err)
+		}
+		checkAgainst(t, tk, model, pool, round)
+		meta.AppliedLSN++
+	}
+	// Kept for LSN 6; the tables say 7: not adopted, and the manifest gone.
+	if err := tk.keep(meta); err != nil {
+		t.Fatal(err)
+	}
+	stale := meta
+	stale.AppliedLSN++
+	if _, ok, err := adoptTieredKeys(dir, cfg, stale); err != nil || ok {
+		t.Fatalf("adopted a manifest of other tables: %v, %v", ok, err)
+	}
+	if _, ok, err := adoptTieredKeys(dir, cfg, meta); err != nil || ok {
+		t.Fatalf("a manifest survived its first adoption: %v, %v", ok, err)
+	}
+}
