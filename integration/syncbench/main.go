@@ -43,7 +43,6 @@ type options struct {
 	sizes       []int64
 	keep        bool
 	memoryLimit string
-	dedupKeys   string
 	store       string
 	procs       int
 	imports     int
@@ -57,7 +56,6 @@ func main() {
 	flag.StringVar(&rows, "rows", "1000000,5000000", "comma-separated table sizes, synced in ascending order")
 	flag.BoolVar(&o.keep, "keep", false, "keep the database (and print its DSN) for profiling instead of dropping it")
 	flag.StringVar(&o.memoryLimit, "memory-limit", "", "memory_limit of the sync's store (empty: its default)")
-	flag.StringVar(&o.dedupKeys, "dedup-keys", "disk", "dedup_keys of the sync's store: memory or disk (bounded memory)")
 	flag.StringVar(&o.store, "store", "", "postgres:// URL of a database to create store databases from: sync through `tributary serve` on the embedded store, on Postgres with 1 process and with -procs (one size only)")
 	flag.IntVar(&o.procs, "procs", 3, "with -store: server processes of the multi-process run")
 	flag.IntVar(&o.imports, "imports", 3, "with -store: source tables (imports) the rows are split over")
@@ -219,9 +217,6 @@ func (o options) storeYAML() string {
 	if o.memoryLimit != "" {
 		y += "memory_limit: " + o.memoryLimit + "\n"
 	}
-	if o.dedupKeys != "" {
-		y += "dedup_keys: " + o.dedupKeys + "\n"
-	}
 	return y
 }
 
@@ -231,7 +226,7 @@ func report(ms []measurement, o options) error {
 	if mem == "" {
 		mem = "the command's default"
 	}
-	fmt.Printf("end-to-end sync, Postgres → embedded store (time_based, 12 columns, memory_limit %s, dedup_keys %s, %d cores)\n", mem, o.dedupKeys, runtime.NumCPU())
+	fmt.Printf("end-to-end sync, Postgres → embedded store (time_based, 12 columns, memory_limit %s, %d cores)\n", mem, runtime.NumCPU())
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "rows\tCOPY rows/s\tsync rows/s\tsync/COPY\tpeak RSS MiB\tsync wall\trun time\tsync CPU cores\tstore MB\t")
 	for _, m := range ms {

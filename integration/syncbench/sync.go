@@ -112,7 +112,7 @@ func dirSize(dir string) (int64, error) {
 
 // serverConfig is the config every syncbench server runs (one Simplified
 // ID Merge project, the shape of configs/tributary.yaml), less data_dir.
-// storeYAML holds top-level store settings (memory_limit, dedup_keys).
+// storeYAML holds top-level store settings (memory_limit).
 func serverConfig(importsDir, user, secret, storeYAML string) string {
 	cfg := fmt.Sprintf(`imports_dir: %s
 region: us
