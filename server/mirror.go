@@ -15,12 +15,13 @@ const forgetRemovedMirrorsTimeout = 30 * time.Second
 
 // forgetRemovedMirrors drops, before any run starts, what the Mirror
 // imports whose file left imports_dir since the last start kept (their
-// state, their Postgres slot and publication). A failure is logged, not
-// fatal: the next start tries again.
-func forgetRemovedMirrors(ctx context.Context, cat *scheduler.Catalog, st store.Store, log *slog.Logger) {
+// state, their Postgres slot and publication); on a shared Postgres store
+// it only logs them (Catalog.ForgetRemovedMirrors says why). A failure is
+// logged, not fatal: the next start tries again.
+func forgetRemovedMirrors(ctx context.Context, cat *scheduler.Catalog, st store.Store, shared bool, log *slog.Logger) {
 	ctx, cancel := context.WithTimeout(ctx, forgetRemovedMirrorsTimeout)
 	defer cancel()
-	if err := cat.ForgetRemovedMirrors(ctx, st); err != nil {
+	if err := cat.ForgetRemovedMirrors(ctx, st, shared); err != nil {
 		log.Error("dropping what removed mirror imports kept; the next start tries again", "err", err)
 	}
 }

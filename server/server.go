@@ -72,7 +72,7 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	if err != nil {
 		return err
 	}
-	forgetRemovedMirrors(ctx, sched.Catalog(), st, log)
+	forgetRemovedMirrors(ctx, sched.Catalog(), st, cfg.StoreKind() == config.StorePostgres, log)
 	apiSrv := api.New(api.Deps{Config: cfg, Store: st, Committer: committer, Auth: a, Metrics: reg, Logger: log, Limiter: limiter})
 	appSrv := appapi.New(appapi.Deps{Auth: apiSrv, Scheduler: sched, Store: st, Logger: log})
 
