@@ -13,7 +13,20 @@ import (
 // the next start drops its replication slot and publication (as the app
 // API's DELETE does) and says so, while the import still listed keeps
 // its own.
+// On the embedded store a start drops what a removed Mirror import kept;
+// on a shared Postgres store it keeps it (another process may still list
+// the import) and logs the SQL that drops the feed.
 func TestMirrorFileRemovedDropsFeed(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		name := "embedded"
+		if shared {
+			name = "postgres"
+		}
+		t.Run(name, func(t *testing.T) { mirrorFileRemoved(t, shared) })
+	}
+}
+
+func mirrorFileRemoved(t *testing.T, shared bool) {
 	db := newPGDB(t)
 	db.eventTable(t, 20)
 	t.Setenv("TRIBUTARY_IT_SYNC_DSN", db.dsn)
@@ -36,6 +49,9 @@ schedule: api
 	}
 	cfg := defaultConfig()
 	cfg.ImportsDir = dir
+	if shared {
+		cfg.Store = storeURL(t, newPGDB(t))
+	}
 	cfg.Connections = append(cfg.Connections, map[string]any{"id": syncConn, "kind": "postgres",
 		"dsn": "${TRIBUTARY_IT_SYNC_DSN}", "projects": []int64{mainID}})
 	s := startServer(t, cfg)
@@ -76,6 +92,18 @@ schedule: api
 		t.Fatal(err)
 	}
 	s.Start()
+	if shared {
+		if slots, pubs := feeds(); strings.Join(slots, ",") != gone+","+kept || strings.Join(pubs, ",") != gone+","+kept {
+			t.Fatalf("shared store, after the file's removal: slots %v publications %v, want both kept", slots, pubs)
+		}
+		if logs := s.logs.String(); !strings.Contains(logs, "pg_drop_replication_slot('"+gone+"')") {
+			t.Errorf("the start did not log how to drop the kept feed:\n%s", logs)
+		}
+		if r := waitRun(t, s, "ev-kept", manualSync(t, s, "ev-kept")); r.Status != "SUCCEEDED" {
+			t.Fatalf("ev-kept after the restart: %+v", r)
+		}
+		return
+	}
 	if slots, pubs := feeds(); strings.Join(slots, ",") != kept || strings.Join(pubs, ",") != kept {
 		t.Fatalf("after the file's removal: slots %v publications %v, want only %s", slots, pubs, kept)
 	}
