@@ -146,24 +146,6 @@ func (l *loader) load(ctx context.Context, lines func(LineFunc) error) error {
 		wg.Wait()
 		close(done)
 	}()
-	// The users of a written batch go to the profile spill on a goroutine
-	// of their own, in batch order, while this one writes the next batch:
-	// the store writer is the pipeline's one serial stage.
-	written := make(chan *chunk, n)
-	var obsErr error
-	observed := make(chan struct{})
-	go func() {
-		defer close(observed)
-		for c := range written {
-			if obsErr == nil {
-				if obsErr = l.observeUsers(c); obsErr != nil {
-					cancel()
-				}
-			}
-			c.reset()
-			free <- c
-		}
-	}()
 	var err error
 	waiting := make(map[int]*chunk, n)
 	next := 0
@@ -175,24 +157,16 @@ func (l *loader) load(ctx context.Context, lines func(LineFunc) error) error {
 			if err == nil {
 				if err = l.commit(ctx, c); err != nil {
 					cancel() // stop reading; the workers drain what is queued
-				} else {
-					written <- c // holds every chunk: never blocks
-					continue
 				}
 			}
 			c.reset()
 			free <- c
 		}
 	}
-	close(written)
-	<-observed
 	// done is closed: the workers and the reader have finished, and every
 	// chunk is back in free.
 	for range n {
 		l.chunks.put(<-free)
-	}
-	if err == nil {
-		err = obsErr
 	}
 	if err != nil {
 		return err
@@ -274,15 +248,11 @@ func (l *loader) flush(ctx context.Context) error {
 	defer l.chunks.put(c)
 	c.opt = l.options()
 	c.prepare()
-	if err := l.commit(ctx, c); err != nil {
-		return err
-	}
-	return l.observeUsers(c)
+	return l.commit(ctx, c)
 }
 
 // commit writes a prepared chunk and accounts for it. On return the batch
-// is durable (or counted, in a dry run); its users are observeUsers' to
-// take.
+// is durable (or counted, in a dry run).
 func (l *loader) commit(ctx context.Context, c *chunk) error {
 	l.c.EventsExported += c.exported
 	for _, f := range c.fails {
@@ -301,6 +271,9 @@ func (l *loader) commit(ctx context.Context, c *chunk) error {
 		}
 	} else if l.store == nil {
 		l.c.EventsImported += int64(len(c.batch.Events))
+	}
+	if err := l.observeUsers(c); err != nil {
+		return err
 	}
 	if l.progress != nil {
 		l.progress(l.c)

@@ -139,9 +139,8 @@ func TestLoadReadError(t *testing.T) {
 	}
 }
 
-// A profile spill that fails (its users are observed on a goroutine of
-// their own) stops the load with its error, and every chunk still goes
-// back to the pool.
+// A profile spill that fails stops the load with its error, and every
+// chunk still goes back to the pool.
 func TestLoadSpillError(t *testing.T) {
 	ctx := context.Background()
 	st := &recordingStore{}
