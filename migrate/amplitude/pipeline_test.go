@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -132,6 +134,31 @@ func TestLoadReadError(t *testing.T) {
 		t.Fatalf("%d writes before the limit; want 2", n)
 	}
 	// Every chunk went back to the pool, for the next range.
+	if want := min(runtime.GOMAXPROCS(0), maxWorkers) + 2 + queuedWrites; l.chunks.idle() != want {
+		t.Fatalf("pool %d; want %d", l.chunks.idle(), want)
+	}
+}
+
+// A profile spill that fails stops the load with its error, and every
+// chunk still goes back to the pool.
+func TestLoadSpillError(t *testing.T) {
+	ctx := context.Background()
+	st := &recordingStore{}
+	l := newLoader(newChunkPool(time.Minute), 1, "tok", st, func() time.Time { return testNow }, 2)
+	// A budget of one byte spills at the first user, into a directory
+	// that does not exist.
+	l.prof, l.pst = newProfileSpill(filepath.Join(t.TempDir(), "gone"), 1), &profileState{}
+	err := l.load(ctx, func(fn LineFunc) error {
+		for i := range 100 {
+			if err := fn(Location{Line: i + 1}, benchLine(i, hour(1, 0))); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil || !strings.Contains(err.Error(), "profile spill") {
+		t.Fatalf("err %v", err)
+	}
 	if want := min(runtime.GOMAXPROCS(0), maxWorkers) + 2 + queuedWrites; l.chunks.idle() != want {
 		t.Fatalf("pool %d; want %d", l.chunks.idle(), want)
 	}

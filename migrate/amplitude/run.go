@@ -5,12 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"time"
-
-	"github.com/tributary-dev/tributary/ingest/profile"
-	"github.com/tributary-dev/tributary/ingest/store"
-	"github.com/tributary-dev/tributary/internal/jsonw"
 )
 
 // execute runs a job from its last checkpoint to its end: every hour not
@@ -140,77 +135,6 @@ func (s *Service) loadRange(ctx context.Context, jr *jobRun, l *loader, ar *Arch
 	for _, f := range obsolete { // only now does no saved state name them
 		_ = os.Remove(f)
 	}
-	return nil
-}
-
-// profileBatch is how many profile updates go into one store write.
-const profileBatch = 1000
-
-// loadProfiles writes one $set per user from the user's latest event, with
-// $time = that event's time, so $last_seen is the user's last activity and
-// a repeated load writes the same profile.
-func (s *Service) loadProfiles(ctx context.Context, jr *jobRun, dir string, runs []profileRun, project int64) error {
-	ps := profile.Parser{NoToken: true}
-	batch := store.Batch{Project: project}
-	var c Counts
-	var buf []byte
-	write := func() error {
-		if len(batch.Profiles) == 0 {
-			return nil
-		}
-		res, err := s.cfg.Store.Write(ctx, []store.Batch{batch})
-		if err != nil {
-			return fmt.Errorf("write profiles: %w", err)
-		}
-		c.ProfilesUpdated += int64(res.Profiles)
-		for _, rj := range res.Rejected {
-			c.ProfilesFailed++
-			c.fail(Failure{Field: "$set", Message: "user " + batch.Profiles[rj.Ref].DistinctID + ": " + rj.Err.Error()})
-		}
-		batch.Profiles = batch.Profiles[:0]
-		jr.mu.Lock()
-		jr.live = Counts{ProfilesUpdated: c.ProfilesUpdated, ProfilesFailed: c.ProfilesFailed}
-		jr.mu.Unlock()
-		return nil
-	}
-	err := mergeRuns(dir, runs, func(user []byte, ms int64, _, props []byte) error {
-		buf = append(buf[:0], `{"$distinct_id":`...)
-		buf = jsonw.String(buf, b2s(user))
-		buf = append(buf, `,"$time":`...)
-		buf = strconv.AppendInt(buf, ms, 10)
-		buf = append(buf, `,"$set":`...)
-		if len(props) == 0 {
-			buf = append(buf, "{}"...)
-		} else {
-			buf = append(buf, props...)
-		}
-		buf = append(buf, '}')
-		u, err := ps.ParseUser(buf)
-		if err != nil {
-			c.ProfilesFailed++
-			field, msg := "", err.Error()
-			if fe, ok := errors.AsType[*profile.FieldError](err); ok {
-				field, msg = fe.Field, fe.Message
-			}
-			c.fail(Failure{Field: field, Message: "user " + string(user) + ": " + msg})
-			return nil
-		}
-		batch.Profiles = append(batch.Profiles, store.ProfileUpdate{Update: u, Ref: len(batch.Profiles)})
-		if len(batch.Profiles) >= profileBatch {
-			return write()
-		}
-		return nil
-	})
-	if err == nil {
-		err = write()
-	}
-	if err != nil {
-		return err
-	}
-	jr.mu.Lock()
-	jr.job.Counts.add(c)
-	jr.live = Counts{}
-	jr.mu.Unlock()
 	return nil
 }
 
