@@ -69,6 +69,9 @@ type manifestTomb struct {
 // adoptTieredKeys: the recent tier spilled, every run fsynced, then the
 // manifest. A merge in progress is abandoned (its inputs are kept).
 func (t *tieredKeys) keep(meta keysMeta) error {
+	if t.failed != nil {
+		return errors.Join(fmt.Errorf("dedup keys not kept after a failed add or remove: %w", t.failed), t.close())
+	}
 	if err := t.takeErr(); err != nil {
 		return errors.Join(err, t.close())
 	}

@@ -166,3 +166,57 @@ func TestKeepAdoptModel(t *testing.T) {
 		t.Fatalf("a manifest survived its first adoption: %v, %v", ok, err)
 	}
 }
+
+// TestBrokenKeysNotKept: a remove that fails leaves a deleted event's key
+// in the set (the store then asks for a restart). A clean Close must not
+// keep that set, or the next Open would drop the event as a duplicate
+// when it is sent again.
+func TestBrokenKeysNotKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.duckdb")
+	ctx := context.Background()
+	s := openWith(t, path, testOptions)
+	evs := []store.Event{storetest.NewEvent(1, "e", "u1", 1000, "id-1", `{"$warehouse_import_id":"imp-1"}`)}
+	if _, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}}); err != nil {
+		t.Fatal(err)
+	}
+	// An I/O error has() met is returned by the next remove (tieredKeys.err).
+	s.keys.(*tieredKeys).err = errors.New("injected dedup key read error")
+	if n, err := s.DeleteImportEvents(ctx, 1, "imp-1"); err == nil || n != 1 {
+		t.Fatalf("delete with a failing remove: %d, %v; want 1 and an error", n, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(path+".keys", keysManifestName)); !os.IsNotExist(err) {
+		t.Fatalf("Close kept a set with a failed remove: %v", err)
+	}
+	s = openWith(t, path, testOptions)
+	defer s.Close()
+	res, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}})
+	if err != nil || res.Inserted != 1 {
+		t.Fatalf("resending the deleted event: %+v, %v; want it inserted", res, err)
+	}
+}
+
+// TestKeepRefusesFailedSet: the set itself remembers a failed remove, so
+// keep writes no manifest even when the caller did not stop the store.
+func TestKeepRefusesFailedSet(t *testing.T) {
+	dir := t.TempDir()
+	tk, err := newTieredKeys(dir, defaultKeysConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk.add(store.Key{1}); err != nil {
+		t.Fatal(err)
+	}
+	tk.err = errors.New("injected dedup key read error")
+	if err := tk.remove(store.Key{1}); err == nil {
+		t.Fatal("remove returned no error")
+	}
+	if err := tk.keep(keysMeta{}); err == nil {
+		t.Fatal("keep kept a set after a failed remove")
+	}
+	if _, err := os.Stat(filepath.Join(dir, keysManifestName)); !os.IsNotExist(err) {
+		t.Fatalf("manifest written: %v", err)
+	}
+}
