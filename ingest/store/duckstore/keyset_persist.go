@@ -2,6 +2,7 @@ package duckstore
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -207,6 +208,11 @@ func adoptTieredKeys(dir string, cfg keysConfig, meta keysMeta) (*tieredKeys, bo
 // indexes, several at a time. A run that is not what the manifest says
 // (size, order) fails them all.
 func openRuns(dir string, list []manifestRun) ([]*keyRun, error) {
+	// Checked before anything is opened: a failure below must close every
+	// run it opened (file handle, mapped filter).
+	if !slices.IsSortedFunc(list, func(a, b manifestRun) int { return cmp.Compare(a.ID, b.ID) }) {
+		return nil, errors.New("dedup key runs out of order")
+	}
 	runs := make([]*keyRun, len(list))
 	errs := make([]error, len(list))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -229,9 +235,6 @@ func openRuns(dir string, list []manifestRun) ([]*keyRun, error) {
 			}
 		}
 		return nil, err
-	}
-	if !slices.IsSortedFunc(runs, func(a, b *keyRun) int { return int(a.id) - int(b.id) }) {
-		return nil, errors.New("dedup key runs out of order")
 	}
 	return runs, nil
 }

@@ -3,10 +3,12 @@ package duckstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/tributary-dev/tributary/ingest/store"
@@ -218,5 +220,49 @@ func TestKeepRefusesFailedSet(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, keysManifestName)); !os.IsNotExist(err) {
 		t.Fatalf("manifest written: %v", err)
+	}
+}
+
+// TestOpenRunsOutOfOrderClosesAll: a manifest whose runs are out of order
+// is refused without leaving any run file open.
+func TestOpenRunsOutOfOrderClosesAll(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc/self/fd to count open files")
+	}
+	dir := filepath.Join(t.TempDir(), "x.keys")
+	tk, err := newTieredKeys(dir, keysConfig{recentCap: 50, maxRuns: 100, maxTombs: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range randomKeys(400, 7) {
+		if _, err := tk.add(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tk.keep(keysMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, keysManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m keysManifest
+	if err := json.Unmarshal(b, &m); err != nil || len(m.Runs) < 3 {
+		t.Fatalf("manifest: %d runs, %v; want at least 3", len(m.Runs), err)
+	}
+	slices.Reverse(m.Runs)
+	openFiles := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fds)
+	}
+	before := openFiles()
+	if runs, err := openRuns(dir, m.Runs); err == nil {
+		t.Fatalf("opened %d runs out of order", len(runs))
+	}
+	if after := openFiles(); after != before {
+		t.Fatalf("%d files open after the refused manifest, %d before", after, before)
 	}
 }
