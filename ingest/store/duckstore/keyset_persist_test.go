@@ -266,3 +266,46 @@ func TestOpenRunsOutOfOrderClosesAll(t *testing.T) {
 		t.Fatalf("%d files open after the refused manifest, %d before", after, before)
 	}
 }
+
+// TestAdoptReadsMergedFilter: a merge's output has a filter sized for
+// its inputs' keys, more than it holds; adoption reads that filter back
+// instead of hashing the keys again. The run's keys are overwritten so
+// that only the filter file can make the adoption succeed.
+func TestAdoptReadsMergedFilter(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x.keys")
+	cfg := keysConfig{recentCap: 50, maxRuns: 8, maxTombs: 40, loadRunKeys: 50}
+	tk, err := newTieredKeys(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := randomKeys(1000, 9)
+	for range 2 { // repeats: the merge writes 1000 keys of 2000 read
+		for _, k := range keys {
+			if err := tk.load(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tk.finishLoad(); err != nil {
+		t.Fatal(err)
+	}
+	if len(tk.runs) != 1 || tk.runs[0].n != len(keys) || len(tk.runs[0].bloom.blocks) == len(newBloom(len(keys)).blocks) {
+		t.Fatalf("after the load: %d runs; want one merged run of %d keys with a filter sized for more", len(tk.runs), len(keys))
+	}
+	path := tk.runs[0].path
+	meta := keysMeta{AppliedLSN: 1, Events: 1000, MaxSeq: 1000}
+	if err := tk.keep(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, make([]byte, len(keys)*keyBytes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tk, ok, err := adoptTieredKeys(dir, cfg, meta)
+	if err != nil || !ok {
+		t.Fatalf("adopt: %v, %v; want the run adopted from its filter file", ok, err)
+	}
+	defer tk.close()
+	if tk.len() != len(keys) {
+		t.Fatalf("adopted %d keys, want %d", tk.len(), len(keys))
+	}
+}
