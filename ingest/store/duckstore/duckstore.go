@@ -29,6 +29,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	duckdb "github.com/duckdb/duckdb-go/v2"
@@ -215,12 +216,13 @@ type Store struct {
 	// writerBroken: a ROLLBACK failed, so writer may still be inside a
 	// transaction; the next load replaces the connection first.
 	writerBroken bool
-	pipe         *loadPipe    // the loader's two Arrow chunks, reused
-	ledgerRows   *ledgerChunk // the loader's ledger entries (ledger_log.go)
-	ledgerMu     sync.Mutex   // guards ledgerEnc
-	ledgerEnc    []byte       // AddLedger's log entry, reused
-	chunkBytes   int          // Options.LoadChunkBytes, resolved
-	txnRows      int          // Options.LoadTxnRows, resolved
+	pipe         *loadPipe     // the loader's two Arrow chunks, reused
+	ledgerRows   *ledgerChunk  // the loader's ledger entries (ledger_log.go)
+	ledgerPrunes atomic.Uint64 // PruneLedger's commits, for ledgerRows
+	ledgerMu     sync.Mutex    // guards ledgerEnc
+	ledgerEnc    []byte        // AddLedger's log entry, reused
+	chunkBytes   int           // Options.LoadChunkBytes, resolved
+	txnRows      int           // Options.LoadTxnRows, resolved
 	// paceFrom and maxLag are Options.LoaderLagBytes resolved: where Write
 	// begins to slow down, and where it waits for the loader.
 	paceFrom, maxLag int64
@@ -323,7 +325,7 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		s.chunkBytes = min(opt.LoadChunkBytes, arrowChunkBytes)
 	}
 	s.pipe = newLoadPipe(s.chunkBytes)
-	s.ledgerRows = newLedgerChunk()
+	s.ledgerRows = newLedgerChunk(&s.ledgerPrunes)
 	if opt.LoadTxnRows > 0 {
 		s.txnRows = min(opt.LoadTxnRows, loadTxnRows)
 	}

@@ -1,6 +1,7 @@
 package duckstore
 
 import (
+	"cmp"
 	"context"
 	"database/sql/driver"
 	"fmt"
@@ -78,11 +79,18 @@ func (s *Store) loadKeys(ctx context.Context) error {
 }
 
 // keepKeys closes the dedup set, keeping it for the next Open when the
-// tables' state can be read (else the next Open rebuilds it).
+// tables' state can be read (else the next Open rebuilds it). A set that
+// failed an add or remove since Open (s.broken says "restart the server"
+// after one) may hold keys of events that are not stored: kept, it would
+// make the next Open drop those events as duplicates when sent again.
 func (s *Store) keepKeys() error {
 	tk, ok := s.keys.(*tieredKeys)
 	if !ok {
 		return s.keys.close()
+	}
+	if err := cmp.Or(s.broken, tk.failed); err != nil {
+		s.log.Warn("duckstore: dedup keys not kept after a failure; the next open rebuilds them", "err", err)
+		return tk.close()
 	}
 	meta, err := s.keysMeta(context.Background())
 	if err != nil {

@@ -2,6 +2,7 @@ package duckstore
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -58,6 +59,10 @@ type manifestRun struct {
 	// and index, filterSuffix): reading those back instead of hashing
 	// every key again took a restart at 100 M keys from 14 s to a few.
 	Filter uint32 `json:"filter"`
+	// Blocks is the Bloom filter's size in 64-byte blocks: a run written
+	// from more keys than it holds (a merge, a load with repeats) has a
+	// filter sized for those, not for N. 0 (older manifests): sized for N.
+	Blocks int `json:"blocks,omitempty"`
 }
 
 type manifestTomb struct {
@@ -69,6 +74,9 @@ type manifestTomb struct {
 // adoptTieredKeys: the recent tier spilled, every run fsynced, then the
 // manifest. A merge in progress is abandoned (its inputs are kept).
 func (t *tieredKeys) keep(meta keysMeta) error {
+	if t.failed != nil {
+		return errors.Join(fmt.Errorf("dedup keys not kept after a failed add or remove: %w", t.failed), t.close())
+	}
 	if err := t.takeErr(); err != nil {
 		return errors.Join(err, t.close())
 	}
@@ -95,7 +103,7 @@ func (t *tieredKeys) keep(meta keysMeta) error {
 		if err != nil {
 			return errors.Join(err, t.close())
 		}
-		m.Runs = append(m.Runs, manifestRun{ID: r.id, File: filepath.Base(r.path), N: r.n, Filter: sum})
+		m.Runs = append(m.Runs, manifestRun{ID: r.id, File: filepath.Base(r.path), N: r.n, Filter: sum, Blocks: len(r.bloom.blocks)})
 	}
 	for k, b := range t.tomb {
 		m.Tombs = append(m.Tombs, manifestTomb{k, b})
@@ -204,6 +212,11 @@ func adoptTieredKeys(dir string, cfg keysConfig, meta keysMeta) (*tieredKeys, bo
 // indexes, several at a time. A run that is not what the manifest says
 // (size, order) fails them all.
 func openRuns(dir string, list []manifestRun) ([]*keyRun, error) {
+	// Checked before anything is opened: a failure below must close every
+	// run it opened (file handle, mapped filter).
+	if !slices.IsSortedFunc(list, func(a, b manifestRun) int { return cmp.Compare(a.ID, b.ID) }) {
+		return nil, errors.New("dedup key runs out of order")
+	}
 	runs := make([]*keyRun, len(list))
 	errs := make([]error, len(list))
 	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
@@ -214,7 +227,7 @@ func openRuns(dir string, list []manifestRun) ([]*keyRun, error) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			runs[i], errs[i] = openRun(filepath.Join(dir, mr.File), mr.ID, mr.N, mr.Filter)
+			runs[i], errs[i] = openRun(filepath.Join(dir, mr.File), mr.ID, mr.N, mr.Blocks, mr.Filter)
 		}()
 	}
 	wg.Wait()
@@ -227,21 +240,23 @@ func openRuns(dir string, list []manifestRun) ([]*keyRun, error) {
 		}
 		return nil, err
 	}
-	if !slices.IsSortedFunc(runs, func(a, b *keyRun) int { return int(a.id) - int(b.id) }) {
-		return nil, errors.New("dedup key runs out of order")
-	}
 	return runs, nil
 }
 
 // openRun reads a kept run back: n distinct keys in ascending order, its
-// filter and index from its filter file when that has the checksum sum,
-// else from the keys themselves.
-func openRun(path string, id uint64, n int, sum uint32) (*keyRun, error) {
+// filter (of blocks blocks) and index from its filter file when that has
+// the checksum sum, else from the keys themselves.
+func openRun(path string, id uint64, n, blocks int, sum uint32) (*keyRun, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	r := &keyRun{id: id, path: path, f: f, n: n, bloom: newBloom(n), index: make([]store.Key, 0, (n+runBlockKeys-1)/runBlockKeys)}
+	// A filter of blocks blocks can be read back; an implausible size
+	// (a filter is sized for at least its run's keys) is rebuilt for n.
+	if nb := bloomBlocks(n); blocks < nb || blocks > 4*nb {
+		blocks = nb
+	}
+	r := &keyRun{id: id, path: path, f: f, n: n, bloom: newBloomBlocks(blocks), index: make([]store.Key, 0, (n+runBlockKeys-1)/runBlockKeys)}
 	fail := func(err error) (*keyRun, error) {
 		f.Close()
 		r.bloom.free()

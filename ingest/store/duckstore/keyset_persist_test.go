@@ -3,10 +3,12 @@ package duckstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	"github.com/tributary-dev/tributary/ingest/store"
@@ -164,5 +166,146 @@ func TestKeepAdoptModel(t *testing.T) {
 	}
 	if _, ok, err := adoptTieredKeys(dir, cfg, meta); err != nil || ok {
 		t.Fatalf("a manifest survived its first adoption: %v, %v", ok, err)
+	}
+}
+
+// TestBrokenKeysNotKept: a remove that fails leaves a deleted event's key
+// in the set (the store then asks for a restart). A clean Close must not
+// keep that set, or the next Open would drop the event as a duplicate
+// when it is sent again.
+func TestBrokenKeysNotKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "x.duckdb")
+	ctx := context.Background()
+	s := openWith(t, path, testOptions)
+	evs := []store.Event{storetest.NewEvent(1, "e", "u1", 1000, "id-1", `{"$warehouse_import_id":"imp-1"}`)}
+	if _, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}}); err != nil {
+		t.Fatal(err)
+	}
+	// An I/O error has() met is returned by the next remove (tieredKeys.err).
+	s.keys.(*tieredKeys).err = errors.New("injected dedup key read error")
+	if n, err := s.DeleteImportEvents(ctx, 1, "imp-1"); err == nil || n != 1 {
+		t.Fatalf("delete with a failing remove: %d, %v; want 1 and an error", n, err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(path+".keys", keysManifestName)); !os.IsNotExist(err) {
+		t.Fatalf("Close kept a set with a failed remove: %v", err)
+	}
+	s = openWith(t, path, testOptions)
+	defer s.Close()
+	res, err := s.Write(ctx, []store.Batch{{Project: 1, Events: evs}})
+	if err != nil || res.Inserted != 1 {
+		t.Fatalf("resending the deleted event: %+v, %v; want it inserted", res, err)
+	}
+}
+
+// TestKeepRefusesFailedSet: the set itself remembers a failed remove, so
+// keep writes no manifest even when the caller did not stop the store.
+func TestKeepRefusesFailedSet(t *testing.T) {
+	dir := t.TempDir()
+	tk, err := newTieredKeys(dir, defaultKeysConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tk.add(store.Key{1}); err != nil {
+		t.Fatal(err)
+	}
+	tk.err = errors.New("injected dedup key read error")
+	if err := tk.remove(store.Key{1}); err == nil {
+		t.Fatal("remove returned no error")
+	}
+	if err := tk.keep(keysMeta{}); err == nil {
+		t.Fatal("keep kept a set after a failed remove")
+	}
+	if _, err := os.Stat(filepath.Join(dir, keysManifestName)); !os.IsNotExist(err) {
+		t.Fatalf("manifest written: %v", err)
+	}
+}
+
+// TestOpenRunsOutOfOrderClosesAll: a manifest whose runs are out of order
+// is refused without leaving any run file open.
+func TestOpenRunsOutOfOrderClosesAll(t *testing.T) {
+	if _, err := os.Stat("/proc/self/fd"); err != nil {
+		t.Skip("needs /proc/self/fd to count open files")
+	}
+	dir := filepath.Join(t.TempDir(), "x.keys")
+	tk, err := newTieredKeys(dir, keysConfig{recentCap: 50, maxRuns: 100, maxTombs: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range randomKeys(400, 7) {
+		if _, err := tk.add(k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := tk.keep(keysMeta{}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, keysManifestName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m keysManifest
+	if err := json.Unmarshal(b, &m); err != nil || len(m.Runs) < 3 {
+		t.Fatalf("manifest: %d runs, %v; want at least 3", len(m.Runs), err)
+	}
+	slices.Reverse(m.Runs)
+	openFiles := func() int {
+		fds, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(fds)
+	}
+	before := openFiles()
+	if runs, err := openRuns(dir, m.Runs); err == nil {
+		t.Fatalf("opened %d runs out of order", len(runs))
+	}
+	if after := openFiles(); after != before {
+		t.Fatalf("%d files open after the refused manifest, %d before", after, before)
+	}
+}
+
+// TestAdoptReadsMergedFilter: a merge's output has a filter sized for
+// its inputs' keys, more than it holds; adoption reads that filter back
+// instead of hashing the keys again. The run's keys are overwritten so
+// that only the filter file can make the adoption succeed.
+func TestAdoptReadsMergedFilter(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "x.keys")
+	cfg := keysConfig{recentCap: 50, maxRuns: 8, maxTombs: 40, loadRunKeys: 50}
+	tk, err := newTieredKeys(dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys := randomKeys(1000, 9)
+	for range 2 { // repeats: the merge writes 1000 keys of 2000 read
+		for _, k := range keys {
+			if err := tk.load(k); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := tk.finishLoad(); err != nil {
+		t.Fatal(err)
+	}
+	if len(tk.runs) != 1 || tk.runs[0].n != len(keys) || len(tk.runs[0].bloom.blocks) == len(newBloom(len(keys)).blocks) {
+		t.Fatalf("after the load: %d runs; want one merged run of %d keys with a filter sized for more", len(tk.runs), len(keys))
+	}
+	path := tk.runs[0].path
+	meta := keysMeta{AppliedLSN: 1, Events: 1000, MaxSeq: 1000}
+	if err := tk.keep(meta); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, make([]byte, len(keys)*keyBytes), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tk, ok, err := adoptTieredKeys(dir, cfg, meta)
+	if err != nil || !ok {
+		t.Fatalf("adopt: %v, %v; want the run adopted from its filter file", ok, err)
+	}
+	defer tk.close()
+	if tk.len() != len(keys) {
+		t.Fatalf("adopted %d keys, want %d", tk.len(), len(keys))
 	}
 }

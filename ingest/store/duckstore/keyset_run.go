@@ -240,8 +240,15 @@ const (
 	bloomK          = 10 // positions of 9 bits: 7 from h2, the rest from h3
 )
 
-func newBloom(n int) bloom {
-	nb := max(1, (n*bloomBitsPerKey+511)/512)
+func newBloom(n int) bloom { return newBloomBlocks(bloomBlocks(n)) }
+
+// bloomBlocks is the size of newBloom(n)'s filter, in 64-byte blocks.
+func bloomBlocks(n int) int { return max(1, (n*bloomBitsPerKey+511)/512) }
+
+// newBloomBlocks makes a filter of nb blocks: a run written from more
+// keys than it holds (a merge, repeats dropped) keeps its writer's size,
+// and the filter file kept for it has that size.
+func newBloomBlocks(nb int) bloom {
 	if nb*64 >= mapBloomBytes {
 		if m, err := mapAnon(nb * 64); err == nil {
 			return bloom{blocks: unsafe.Slice((*[8]uint64)(unsafe.Pointer(unsafe.SliceData(m))), nb), mapped: m}

@@ -53,6 +53,10 @@ type tieredKeys struct {
 	readBuf  []byte
 	merge    *mergeJob // the merge in progress, if any
 	err      error     // an I/O error has() met, kept for the next add
+	// failed: an add or remove returned an error, so the set may hold keys
+	// of events that are not stored (a write's keys it could not take
+	// back); keep then refuses and the next Open rebuilds from the table.
+	failed error
 
 	// A full recent tier is frozen and spilled by a goroutine (frozen and
 	// the sort buffers are its own meanwhile) while a spare tier takes
@@ -253,7 +257,8 @@ func (t *tieredKeys) inRuns(k store.Key, hinted bool) (bool, error) {
 
 // add inserts k, reporting whether it was new. On an error k is not in
 // the set unless it was before.
-func (t *tieredKeys) add(k store.Key) (bool, error) {
+func (t *tieredKeys) add(k store.Key) (_ bool, err error) {
+	defer t.noteErr(&err)
 	if err := t.takeErr(); err != nil {
 		return false, err
 	}
@@ -278,7 +283,8 @@ func (t *tieredKeys) add(k store.Key) (bool, error) {
 }
 
 // remove deletes k if present.
-func (t *tieredKeys) remove(k store.Key) error {
+func (t *tieredKeys) remove(k store.Key) (err error) {
+	defer t.noteErr(&err)
 	if err := t.takeErr(); err != nil {
 		return err
 	}
@@ -297,6 +303,13 @@ func (t *tieredKeys) remove(k store.Key) error {
 	t.tomb[k] = t.nextID
 	t.n--
 	return t.startMerge()
+}
+
+// noteErr remembers the first error add or remove returned, for keep.
+func (t *tieredKeys) noteErr(err *error) {
+	if *err != nil && t.failed == nil {
+		t.failed = *err
+	}
 }
 
 func (t *tieredKeys) takeErr() error {

@@ -202,12 +202,25 @@ func (s *Store) PruneLedger(ctx context.Context, beforeMs int64) (int64, error) 
 		return fail(err)
 	}
 	defer func() { _ = tx.Rollback() }()
-	const old = ` WHERE run_no IN (SELECT run_no FROM sync_ledger_runs WHERE at_ms < ?)`
+	// Runs go first, then every entry without a run row: also those a run
+	// still loading wrote after an earlier prune took its row (the loader
+	// inserts it again after a prune, but not for entries already written).
+	// LedgerHistory, a join, never shows such entries.
+	if _, err := tx.ExecContext(ctx, `DELETE FROM sync_ledger_runs WHERE at_ms < ?`, beforeMs); err != nil {
+		return fail(err)
+	}
+	const orphan = ` WHERE run_no NOT IN (SELECT run_no FROM sync_ledger_runs)`
 	var n int64
-	// Entries and quarantine rows count; runs, last, do not.
-	for _, q := range []string{`DELETE FROM sync_ledger_rows` + old, `DELETE FROM sync_ledger_refused` + old,
-		`DELETE FROM sync_quarantine WHERE at_ms < ?`} {
-		res, err := tx.ExecContext(ctx, q, beforeMs)
+	// Entries and quarantine rows count; runs do not.
+	for _, q := range []struct {
+		sql  string
+		args []any
+	}{
+		{`DELETE FROM sync_ledger_rows` + orphan, nil},
+		{`DELETE FROM sync_ledger_refused` + orphan, nil},
+		{`DELETE FROM sync_quarantine WHERE at_ms < ?`, []any{beforeMs}},
+	} {
+		res, err := tx.ExecContext(ctx, q.sql, q.args...)
 		if err != nil {
 			return fail(err)
 		}
@@ -215,12 +228,12 @@ func (s *Store) PruneLedger(ctx context.Context, beforeMs int64) (int64, error) 
 			n += k
 		}
 	}
-	if _, err := tx.ExecContext(ctx, `DELETE FROM sync_ledger_runs WHERE at_ms < ?`, beforeMs); err != nil {
-		return fail(err)
-	}
 	if err := tx.Commit(); err != nil {
 		return fail(err)
 	}
+	// After the commit: the loader's next insert puts the rows of runs
+	// still loading back.
+	s.ledgerPrunes.Add(1)
 	return n, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -162,6 +163,12 @@ type ledgerChunk struct {
 	// a failed one forgets them all, fail), so a long run is inserted
 	// once, not by every transaction (~10 ms each).
 	stored map[int64]struct{}
+	// prunes counts PruneLedger's commits (Store.ledgerPrunes); seen is
+	// the count stored was filled under. A prune may delete a run row
+	// stored holds while the run still loads entries: they would have no
+	// run row, so a new count forgets stored and the row goes in again.
+	prunes *atomic.Uint64
+	seen   uint64
 }
 
 type refusal struct {
@@ -173,8 +180,8 @@ type refusal struct {
 // inserts them (mid-transaction when need be): a row group, ~2 MB.
 const ledgerChunkEntries = arrowChunkRows
 
-func newLedgerChunk() *ledgerChunk {
-	return &ledgerChunk{runs: map[int64]store.LedgerRun{}, stored: map[int64]struct{}{}}
+func newLedgerChunk(prunes *atomic.Uint64) *ledgerChunk {
+	return &ledgerChunk{runs: map[int64]store.LedgerRun{}, stored: map[int64]struct{}{}, prunes: prunes}
 }
 
 // fail drops what a failed transaction gathered, and what the chunk
@@ -234,8 +241,9 @@ const logEntryFixed = 17
 // conn, then resets the chunk (see eventChunk.insert).
 func (c *ledgerChunk) insert(ctx context.Context, conn *duckdb.Conn, ar *duckarrow.Arrow) error {
 	defer c.reset()
-	if len(c.stored) > 4096 {
-		clear(c.stored) // a server's life of runs: inserting again is harmless
+	if n := c.prunes.Load(); len(c.stored) > 4096 || n != c.seen {
+		clear(c.stored) // a server's life of runs, or a prune: inserting again is harmless
+		c.seen = n
 	}
 	for no, r := range c.runs {
 		if _, ok := c.stored[no]; ok {

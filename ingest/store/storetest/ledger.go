@@ -141,3 +141,31 @@ func testWriteDupEvents(t *testing.T, h Harness) {
 		t.Fatalf("dup events = %v (duplicates %d), want [1 3]", d, res.Duplicates)
 	}
 }
+
+// testLedgerPruneMidRun: a prune that takes a run still appending (its
+// start is older than the cut) leaves the run's later entries visible,
+// and the next prune takes them too: none are left unreachable.
+func testLedgerPruneMidRun(t *testing.T, h Harness) {
+	ctx := context.Background()
+	hd := open(t, h)
+	r := store.LedgerRun{Project: 1, Import: "imp", Run: "long", AtMs: 1000}
+	first, later := store.LedgerKeyHash("first"), store.LedgerKeyHash("later")
+	if err := hd.s.AddLedger(ctx, r, []store.LedgerEntry{{Hash: first, Outcome: store.OutcomeImported}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := hd.s.LedgerHistory(ctx, 1, "imp", first, 10); err != nil || len(got) != 1 {
+		t.Fatalf("history before the prune = %+v, %v", got, err)
+	}
+	if n, err := hd.s.PruneLedger(ctx, 2000); err != nil || n != 1 {
+		t.Fatalf("first prune: %d, %v; want 1", n, err)
+	}
+	if err := hd.s.AddLedger(ctx, r, []store.LedgerEntry{{Hash: later, Outcome: store.OutcomeDuplicate}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := hd.s.LedgerHistory(ctx, 1, "imp", later, 10); err != nil || len(got) != 1 || got[0].Run != "long" {
+		t.Fatalf("history of an entry added after its run was pruned = %+v, %v", got, err)
+	}
+	if n, err := hd.s.PruneLedger(ctx, 2000); err != nil || n != 1 {
+		t.Fatalf("second prune: %d, %v; want 1 (the later entry)", n, err)
+	}
+}

@@ -91,6 +91,7 @@ func Run(t *testing.T, h Harness) {
 		{name: "Mirror_Sources", fn: testMirrorSources},
 		{name: "History_Versions", fn: testHistoryVersions},
 		{name: "Ledger_HistoryQuarantinePrune", fn: testLedger},
+		{name: "Ledger_PruneMidRun", fn: testLedgerPruneMidRun},
 		{name: "Write_DupEvents", fn: testWriteDupEvents},
 		{name: "Shared_Tokens", fn: testSharedTokens},
 		{name: "Shared_Rate", fn: testSharedRate},
