@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
+
+	"github.com/tributary-dev/tributary/ingest/store"
 )
 
 // A Mirror lookup table keyed (for the diff) by id but looked up by sku:
@@ -80,6 +83,53 @@ func TestMirrorLookupKeyMoves(t *testing.T) {
 			f.sync("emptied", 0, 0, 3)
 			if got := stored(); len(got) != 0 {
 				t.Fatalf("emptied: lookup table %v", got)
+			}
+		})
+	}
+}
+
+// A run whose lookup change failed (as a crash before it would) after it
+// recorded a row's new lookup key still removes the old key when the
+// next run repeats the change.
+func TestMirrorLookupKeyMovesAfterFailure(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			st := sc.open(t)
+			fs := &failLookupChange{Store: st, Mirrors: st.(store.Mirrors)}
+			f := newMirrorFixture(t, fs,
+				"id: lk\nimport_type: lookup_table\ntable_params: {table: skus}\nlookup_table_id: skus\nproperty_key_column_name: sku\n",
+				`CREATE TABLE skus (id BIGINT PRIMARY KEY, sku VARCHAR, title VARCHAR)`,
+				`INSERT INTO skus VALUES (1, 'a', 'Apple'), (2, 'b', 'Banana')`)
+			keys := func() []string {
+				var out []string
+				if err := st.ScanLookup(context.Background(), 1, "skus", func(k string, _ []byte) error {
+					out = append(out, k)
+					return nil
+				}); err != nil {
+					t.Fatal(err)
+				}
+				slices.Sort(out)
+				return out
+			}
+			f.sync("first", 2, 0, 0)
+			f.exec(`UPDATE skus SET sku = 'c' WHERE id = 1`)
+			for _, fail := range []bool{true, true, false} {
+				fs.fail = fail
+				if _, err := f.run(); (err != nil) != fail {
+					t.Fatalf("run with failing lookup change %v: error %v", fail, err)
+				}
+			}
+			if got := keys(); !slices.Equal(got, []string{"b", "c"}) {
+				t.Fatalf("after the failures: keys %v, want [b c]", got)
+			}
+			// Settled, the old key is forgotten: a row taking it keeps it
+			// when the first row changes again.
+			f.exec(`INSERT INTO skus VALUES (3, 'a', 'Apricot')`)
+			f.sync("a again", 1, 0, 0)
+			f.exec(`UPDATE skus SET title = 'Cherry' WHERE id = 1`)
+			f.sync("c retitled", 0, 1, 0)
+			if got := keys(); !slices.Equal(got, []string{"a", "b", "c"}) {
+				t.Fatalf("keys %v, want [a b c]", got)
 			}
 		})
 	}
