@@ -407,6 +407,9 @@ func (mr *mirrorRun) classify(rec arrow.RecordBatch, uniq []int) {
 				mr.plan.UpdateKeys = mr.sample(mr.plan.UpdateKeys, rec, i)
 			}
 			mr.oldRef[i] = old.Ref
+			if mr.table != nil && old.Flag == store.MirrorSettled {
+				mr.oldRef[i] = lookupRefKey(old.Ref) // its replaced keys are gone
+			}
 		default:
 			mr.st.Unchanged++
 			if mr.plan != nil {

@@ -298,7 +298,7 @@ func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 			rm.a.DeleteEvents = append(rm.a.DeleteEvents, ev)
 		}
 	case importspec.LookupTable:
-		mr.deleteLookup(row.Ref)
+		mr.deleteLookup(row.Ref, row.Flag != store.MirrorPending)
 		row.Flag = store.MirrorDeleting
 		rm.a.Rows = append(rm.a.Rows, row)
 	default:
