@@ -3,7 +3,6 @@ package duckstore
 import (
 	"math/rand/v2"
 	"testing"
-	"time"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 )
@@ -76,7 +75,6 @@ func TestKeySetEdgeKeys(t *testing.T) {
 func TestKeySetStructuredKeys(t *testing.T) {
 	const n = 1_000_000
 	ks := newKeySet(0)
-	start := time.Now()
 	for i := range n {
 		ks.add(joinKey(int64(i), int64(i)))
 		ks.add(joinKey(0, int64(i)))
@@ -89,10 +87,36 @@ func TestKeySetStructuredKeys(t *testing.T) {
 	if ks.len() != 2*n-1 { // (0,0) appears in both series
 		t.Fatalf("len %d, want %d", ks.len(), 2*n-1)
 	}
-	// Clustered, this takes minutes; spread out, well under a second.
-	if took := time.Since(start); took > 20*time.Second {
-		t.Fatalf("2M structured keys took %v", took)
+	// Clustered keys would make long runs of occupied slots (minutes of
+	// probing) and lopsided shards; spread out, neither happens.
+	avg := ks.len() / len(ks.shards)
+	longest := 0
+	for i := range ks.shards {
+		sh := &ks.shards[i]
+		if sh.n > 2*avg {
+			t.Errorf("shard %d holds %d keys, the average is %d", i, sh.n, avg)
+		}
+		longest = max(longest, longestRun(sh.slots))
 	}
+	t.Logf("longest run of occupied slots: %d", longest)
+	if longest > 1000 {
+		t.Fatalf("a run of %d occupied slots: keys cluster", longest)
+	}
+}
+
+// longestRun is the longest stretch of occupied slots (wrapping), which
+// bounds the probes of a lookup.
+func longestRun(slots []store.Key) int {
+	best, run := 0, 0
+	for i := range 2 * len(slots) {
+		if slots[i%len(slots)] == (store.Key{}) {
+			run = 0
+			continue
+		}
+		run++
+		best = max(best, min(run, len(slots)))
+	}
+	return best
 }
 
 func BenchmarkKeySetHas(b *testing.B) {
