@@ -120,7 +120,10 @@ func run(o options) error {
 	if o.keep {
 		defer func() {
 			db.keep()
-			fmt.Printf("kept database %s (drop it with DROP DATABASE %s)\n", db.name, db.name)
+			// A kept Mirror run's replication slot holds back the whole
+			// cluster's WAL until it is dropped (gigabytes within minutes
+			// on a busy server), and DROP DATABASE refuses while it exists.
+			fmt.Printf("kept database %s (drop its replication slots, then the database: SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE database = '%s'; DROP DATABASE %s)\n", db.name, db.name, db.name)
 		}()
 	} else {
 		defer db.drop()
