@@ -8,8 +8,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -55,15 +53,7 @@ func (s *Store) changeLookup(ctx context.Context, project int64, id string, rows
 		if _, err := tx.Exec(ctx, drop, project, id, b.Keys()); err != nil {
 			return err
 		}
-		i := 0
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"lookup_rows"}, []string{"project", "table_id", "key", "row"},
-			pgx.CopyFromFunc(func() ([]any, error) {
-				if i == b.Len() {
-					return nil, nil
-				}
-				i++
-				return []any{project, id, b.Key(i - 1), b.Row(i - 1)}, nil
-			})); err != nil {
+		if err := copyLookupBatch(ctx, tx, project, id, b); err != nil {
 			return err
 		}
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/tributary-dev/tributary/ingest/lookup"
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -70,15 +71,7 @@ func (s *Store) replaceLookup(ctx context.Context, project int64, id string, row
 				return err
 			}
 		}
-		i := 0
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{"lookup_rows"}, []string{"project", "table_id", "key", "row"},
-			pgx.CopyFromFunc(func() ([]any, error) {
-				if i == b.Len() {
-					return nil, nil
-				}
-				i++
-				return []any{project, id, b.Key(i - 1), b.Row(i - 1)}, nil
-			})); err != nil {
+		if err := copyLookupBatch(ctx, tx, project, id, b); err != nil {
 			return err
 		}
 		n += int64(b.Len())
@@ -88,6 +81,20 @@ func (s *Store) replaceLookup(ctx context.Context, project int64, id string, row
 	}
 	// Interrupting a COMMIT would leave its outcome unknown: no ctx here.
 	return tx.Commit(context.WithoutCancel(ctx))
+}
+
+// copyLookupBatch appends b's rows to table id's rows in tx.
+func copyLookupBatch(ctx context.Context, tx pgx.Tx, project int64, id string, b *lookup.Batch) error {
+	i := 0
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"lookup_rows"}, []string{"project", "table_id", "key", "row"},
+		pgx.CopyFromFunc(func() ([]any, error) {
+			if i == b.Len() {
+				return nil, nil
+			}
+			i++
+			return []any{project, id, b.Key(i - 1), b.Row(i - 1)}, nil
+		}))
+	return err
 }
 
 // ScanLookup implements store.Lookups. The pages share one read-only
