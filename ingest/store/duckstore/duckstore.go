@@ -258,6 +258,9 @@ type Store struct {
 	// scanPage is the size of a scan's first page (maxScanPage; tests
 	// lower it to cross page boundaries with little data).
 	scanPage int
+	// windowedScans, set by tests, sends every scan the slow way
+	// (scanWindowed), which otherwise only a sort out of memory takes.
+	windowedScans bool
 
 	// beforeCommit, when set by tests, runs on the writer connection after
 	// the loader appended rows and before COMMIT; an error aborts that load.

@@ -5,7 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
+
+	"github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 )
@@ -26,14 +29,9 @@ const scanCols = `name, distinct_id, time_ms, coalesce(insert_id, '') AS insert_
 	coalesce(k_hi, 0) AS k_hi, coalesce(k_lo, 0) AS k_lo, seq, coalesce(common, 0) AS common`
 
 // ScanEvents streams matching events; see store.Store. Rows go from the
-// driver to fn one at a time, with Props in a reused buffer.
-//
-// The first page is one plain query, so small scans cost one query. If
-// there is more, the rest of the range is sorted by DuckDB into a temp
-// table (spillable, bounded by memory_limit) on a dedicated connection and
-// read back page by page in rowid order. The rest reflects a snapshot taken
-// after the first page: rows committed in between appear only if they sort
-// after the first page, so order and uniqueness hold either way.
+// driver to fn one at a time, with Props in a reused buffer. A range is
+// sorted by DuckDB (scanSorted) unless that runs out of memory; then the
+// rest is read in windows of about a page (scanWindowed).
 func (s *Store) ScanEvents(ctx context.Context, q store.Scan, fn func(*store.Event) error) error {
 	if err := s.enter("scan"); err != nil {
 		return err
@@ -77,13 +75,37 @@ func (s *Store) scanEvents(ctx context.Context, q store.Scan, fn func(*store.Eve
 			args = append(args, name)
 		}
 	}
+	st := scanState{common: s.commonProps, lastTime: math.MinInt64, lastSeq: math.MinInt64}
+	if s.windowedScans {
+		return s.scanWindowed(ctx, q, where.String(), args, &st, fn)
+	}
+	err := s.scanSorted(ctx, q, where.String(), args, &st, fn)
+	var de *duckdb.Error
+	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
+		// Sorting whole rows needs more than DuckDB's memory_limit allows
+		// (a 2M-event day failed at the 64 MiB a 512MB budget gives it):
+		// go on, from the last row delivered, with pages that each sort at
+		// most a page of rows. Slower: each page reads the range again.
+		s.log.Warn("duckstore: scan: the range is too large to sort within memory_limit; reading it in windows (slower): raise memory_limit for faster exports",
+			"project", q.Project, "delivered", st.n, "err", err)
+		return s.scanWindowed(ctx, q, where.String(), args, &st, fn)
+	}
+	return err
+}
+
+// scanSorted is the fast way through a range: its first page is one plain
+// query, so small scans cost one query; the rest is sorted by DuckDB into a
+// temp table (spillable, bounded by memory_limit) on a dedicated connection
+// and read back page by page in rowid order. The rest reflects a snapshot
+// taken after the first page: rows committed in between appear only if
+// they sort after the first page, so order and uniqueness hold either way.
+func (s *Store) scanSorted(ctx context.Context, q store.Scan, where string, args []any, st *scanState, fn func(*store.Event) error) error {
 	page := s.scanPage
 	first := page
 	if q.Limit > 0 && q.Limit < first {
 		first = q.Limit
 	}
-	st := scanState{common: s.commonProps}
-	rows, err := s.db.QueryContext(ctx, `SELECT `+scanCols+` FROM events WHERE `+where.String()+
+	rows, err := s.db.QueryContext(ctx, `SELECT `+scanCols+` FROM events WHERE `+where+
 		` ORDER BY time_ms, seq LIMIT ?`, append(args, first)...)
 	if err != nil {
 		return err
@@ -98,7 +120,7 @@ func (s *Store) scanEvents(ctx context.Context, q store.Scan, fn func(*store.Eve
 		return err
 	}
 	defer conn.Close()
-	rest := `CREATE OR REPLACE TEMP TABLE scan_rest AS SELECT ` + scanCols + ` FROM events WHERE ` + where.String() +
+	rest := `CREATE OR REPLACE TEMP TABLE scan_rest AS SELECT ` + scanCols + ` FROM events WHERE ` + where +
 		` AND (time_ms > ? OR (time_ms = ? AND seq > ?)) ORDER BY time_ms, seq`
 	args = append(args, st.lastTime, st.lastTime, st.lastSeq)
 	if q.Limit > 0 {
