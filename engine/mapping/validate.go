@@ -16,6 +16,12 @@ type Validator struct {
 	// off, for the oracle test and the benchmark's comparison; unvouched
 	// keeps it but ignores the mapper's vouching (Records.Vouched).
 	general, unvouched bool
+	// Lend lets the events' Props be the records' own bytes instead of a
+	// copy (record.Options.Lend): the caller keeps r unchanged until the
+	// batch is written and does not read r's records as JSON afterwards
+	// (one-pass records are rewritten in place). A sync's batcher does:
+	// the copy was a third of the live heap a slot holds and its pages.
+	Lend bool
 }
 
 // Events validates r's records into batch and returns the refused rows as
@@ -23,7 +29,7 @@ type Validator struct {
 // returned too, so the result is every row of the batch that failed.
 func (v *Validator) Events(project int64, now time.Time, r *Records, rowOffset int64, batch *store.Batch) []RowError {
 	v.recs = r.Slices(v.recs[:0])
-	opt := record.Options{Project: project, Strict: true, Now: now, Canonical: !v.general, UniqueNames: r.UniqueNames}
+	opt := record.Options{Project: project, Strict: true, Now: now, Canonical: !v.general, UniqueNames: r.UniqueNames, Lend: v.Lend}
 	if !v.unvouched && len(r.Vouched) == r.Len() {
 		opt.Vouched = r.Vouched
 	}

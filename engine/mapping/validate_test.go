@@ -1,10 +1,12 @@
 package mapping
 
 import (
+	"bytes"
 	"math/rand/v2"
 	"reflect"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/tributary-dev/tributary/engine/importspec"
 	"github.com/tributary-dev/tributary/ingest/record"
@@ -76,12 +78,42 @@ func compareValidators(t *testing.T, name string, now time.Time, out *Records) i
 			t.Fatalf("%s: batches differ", name)
 		}
 	}
+	if lent := compareLent(t, name, now, out, e2, &b2); canon.dec.CanonicalHits() > 0 && lent == 0 {
+		t.Fatalf("%s: no event's properties were lent", name)
+	}
 	if h0, h1 := vouched.dec.CanonicalHits(), canon.dec.CanonicalHits(); h0 != h1 {
 		t.Fatalf("%s: %d records took the one-pass path when vouched for, %d when read in full", name, h0, h1)
 	}
 	heads, rests := checkVouches(t, name, out)
 	t.Logf("%s: of %d records, %d heads and %d property lists vouched for", name, out.Len(), heads, rests)
 	return canon.dec.CanonicalHits()
+}
+
+// compareLent validates a copy of out (lending rewrites the records in
+// place) with Validator.Lend, as a sync's batcher does: the row errors
+// and the batch must be wantErrs and want exactly. It returns how many
+// events' Props are the copy's bytes.
+func compareLent(t *testing.T, name string, now time.Time, out *Records, wantErrs []RowError, want *store.Batch) int {
+	t.Helper()
+	cp := *out
+	cp.Buf = bytes.Clone(out.Buf)
+	v := Validator{Lend: true}
+	var b store.Batch
+	e := v.Events(1, now, &cp, 0, &b)
+	if !reflect.DeepEqual(e, wantErrs) {
+		t.Fatalf("%s: row errors differ when lent:\n lent    %+v\n general %+v", name, e, wantErrs)
+	}
+	if !reflect.DeepEqual(b, *want) {
+		t.Fatalf("%s: batches differ when the records are lent", name)
+	}
+	lent := 0
+	lo, hi := uintptr(unsafe.Pointer(unsafe.SliceData(cp.Buf))), uintptr(unsafe.Pointer(unsafe.SliceData(cp.Buf)))+uintptr(len(cp.Buf))
+	for i := range b.Events {
+		if p := uintptr(unsafe.Pointer(unsafe.SliceData(b.Events[i].Props))); p >= lo && p < hi {
+			lent++
+		}
+	}
+	return lent
 }
 
 // checkVouches holds each record's vouch to record.CheckVouch, which reads

@@ -195,6 +195,10 @@ func (b *batcher) check(s *slot) error {
 			return connectors.Permanent(fmt.Errorf("lookup table %s: %w", im.LookupTableID, err))
 		}
 	default:
+		// The slot keeps s.out until its write returned, and nothing
+		// reads its records as JSON after this (commit counts bytes,
+		// eventRows reads rows), so the events may borrow their bytes.
+		s.v.Lend = true
 		s.fails = s.v.Events(im.ProjectID, b.p.r.now(), &s.out, base+s.offset, &s.batch)
 	}
 	b.keepRefused(s)

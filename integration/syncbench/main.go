@@ -8,9 +8,9 @@
 // `COPY (SELECT * FROM events) TO STDOUT` rate as the yardstick, then runs
 // `tributary sync` of a time_based import of that table into a fresh
 // embedded store as a child process, timing it and reading its peak RSS
-// from wait4. Targets (issue 6): sync ≥ 0.5 × the COPY rate, peak RSS
-// ≤ 300 MiB, and RSS that does not grow with the table (largest size
-// ≤ 1.2 × smallest). Missing a target prints TARGET MISSED; only a failed
+// from wait4. Targets (issue 35, target 4): sync ≥ 0.75 × the COPY rate,
+// peak RSS ≤ 200 MiB, and RSS that does not grow with the table (largest
+// size ≤ 1.2 × smallest). Missing a target prints TARGET MISSED; only a failed
 // sync or a row count mismatch exits non-zero.
 package main
 
@@ -30,10 +30,10 @@ import (
 	"time"
 )
 
-// Targets from issue 6's benchmark section.
+// Targets from issue 35 (target 4; issue 6 asked for 0.5 and 300 MiB).
 const (
-	minRatio     = 0.5
-	maxRSSMiB    = 300
+	minRatio     = 0.75
+	maxRSSMiB    = 200
 	maxRSSGrowth = 1.2
 	kibPerMiB    = 1 << 10
 )
@@ -231,11 +231,13 @@ func report(ms []measurement, o options) error {
 	}
 	fmt.Printf("end-to-end sync, Postgres → embedded store (time_based, 12 columns, memory_limit %s, %d cores)\n", mem, runtime.NumCPU())
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "rows\tCOPY rows/s\tsync rows/s\tsync/COPY\tpeak RSS MiB\tsync wall\trun time\tsync CPU cores\tstore MB\t")
+	// CPU time is the figure to compare when other work shares the cores:
+	// the wall time (and so the ratio) follows the share the sync got.
+	fmt.Fprintln(w, "rows\tCOPY rows/s\tsync rows/s\tsync/COPY\tpeak RSS MiB\tsync wall\trun time\tsync CPU s\tsync CPU cores\tstore MB\t")
 	for _, m := range ms {
-		fmt.Fprintf(w, "%d\t%.0f\t%.0f\t%.2f\t%.0f\t%s\t%s\t%.2f\t%.0f\t\n", m.rows, m.copyRate, m.syncRate(), m.ratio(),
+		fmt.Fprintf(w, "%d\t%.0f\t%.0f\t%.2f\t%.0f\t%s\t%s\t%.1f\t%.2f\t%.0f\t\n", m.rows, m.copyRate, m.syncRate(), m.ratio(),
 			m.rssMiB(), m.sync.wall.Round(10*time.Millisecond), m.sync.runDur.Round(10*time.Millisecond),
-			m.sync.cpu.Seconds()/m.sync.wall.Seconds(), float64(m.sync.storeBytes)/1e6)
+			m.sync.cpu.Seconds(), m.sync.cpu.Seconds()/m.sync.wall.Seconds(), float64(m.sync.storeBytes)/1e6)
 	}
 	if err := w.Flush(); err != nil {
 		return err
@@ -244,7 +246,7 @@ func report(ms []measurement, o options) error {
 	var missed []string
 	for _, m := range ms {
 		if m.ratio() < minRatio {
-			missed = append(missed, fmt.Sprintf("sync/COPY %.2f < %.1f at %d rows", m.ratio(), minRatio, m.rows))
+			missed = append(missed, fmt.Sprintf("sync/COPY %.2f < %.2f at %d rows", m.ratio(), minRatio, m.rows))
 		}
 		if m.rssMiB() > maxRSSMiB {
 			missed = append(missed, fmt.Sprintf("peak RSS %.0f MiB > %d MiB at %d rows", m.rssMiB(), maxRSSMiB, m.rows))
@@ -259,7 +261,7 @@ func report(ms []measurement, o options) error {
 			missed = append(missed, fmt.Sprintf("peak RSS grows ×%.2f from %d to %d rows (> %.1f)", g, first.rows, last.rows, maxRSSGrowth))
 		}
 	}
-	target := fmt.Sprintf("targets: sync/COPY ≥ %.1f, peak RSS ≤ %d MiB%s", minRatio, maxRSSMiB, growth)
+	target := fmt.Sprintf("targets: sync/COPY ≥ %.2f, peak RSS ≤ %d MiB%s", minRatio, maxRSSMiB, growth)
 	if len(missed) == 0 {
 		fmt.Printf("TARGET MET (%s)\n", target)
 		return nil
