@@ -42,7 +42,11 @@ func runMirrorMode(ctx context.Context, o options, bin string, db *benchDB, dir,
 		return err
 	}
 	imp := filepath.Join(dir, "syncbench-mirror.yaml")
-	if err := os.WriteFile(imp, []byte(mirrorImportDoc("syncbench-mirror", "events")), 0o600); err != nil {
+	// The import id names the replication slot, which is the cluster's:
+	// one per benchmark database, so that two benchmarks on one server do
+	// not take each other's slot (a feed's start drops a slot of its name).
+	id := "syncbench-mirror-" + strings.TrimPrefix(db.name, "tributary_syncbench_")
+	if err := os.WriteFile(imp, []byte(mirrorImportDoc(id, "events")), 0o600); err != nil {
 		return err
 	}
 	data := filepath.Join(dir, "data-mirror")
