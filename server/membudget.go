@@ -78,24 +78,25 @@ func NewSyncBudget(total int64) MemoryBudget {
 }
 
 // NewMirrorSyncBudget is `tributary sync`'s split for a Mirror import:
-// half for DuckDB (80 MB of 160MB), two fifths for the Go heap. A Mirror run keeps little
-// in Go (the changed rows of one flush), but DuckDB holds what it
-// deletes (the replaced versions of events, the state rows of changed
-// keys) as per-vector version info outside what it can spill until a
-// checkpoint, ~16-28 KiB for each 2,048-row vector a transaction
-// touches, and a checkpoint needs room of its own: with 24 MB a 1M-row
-// table's 1 % of updates failed the run (and a checkpoint after a few
-// deletes invalidated the database). The need grows with the table: a
-// 5M-row table's 1 % of updates fail with 80 MB and with 96 MB (the
-// first 16,384 changes touch every vector of the events and of the
-// state, 2 × 2,441 of them), so such a table needs a larger memory_limit.
+// five eighths for DuckDB (100 MB of 160MB), a quarter for the Go heap
+// (whose soft limit follows the live heap when that outgrows it). A
+// Mirror run keeps little in Go (the changed rows of one flush), but
+// DuckDB 1.5 holds the version info of what it deletes (the replaced
+// versions of events) outside what it can spill, also after a
+// checkpoint: ≈ 16 KiB for each 2,048-row vector with a deleted row,
+// allocated 256 KiB at a time per row group, so ≈ 12 bytes per row of an
+// events table whose changes are spread over it (measured at 5M rows:
+// 61 MiB). The Mirror state no longer deletes (duckstore's
+// mirror_versions.go), which halved that. With half of 160MB for DuckDB
+// a 5M-row table's 1 % of updates still failed the run; a larger table
+// needs a larger memory_limit.
 func NewMirrorSyncBudget(total int64) MemoryBudget {
 	b := NewSyncBudget(total)
 	if total <= 0 {
 		return b
 	}
-	b.DuckDB = max(total/2, minDuckDB)
-	b.GoHeap = total / 5 * 2
+	b.DuckDB = max(total/8*5, minDuckDB)
+	b.GoHeap = total / 4
 	b.LoadChunkBytes = int(b.GoHeap / 32)
 	return b
 }

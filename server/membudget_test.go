@@ -74,7 +74,7 @@ func TestNewMirrorSyncBudget(t *testing.T) {
 		t.Fatalf("no budget: %+v", b)
 	}
 	b, sync := NewMirrorSyncBudget(160<<20), NewSyncBudget(160<<20)
-	if b.DuckDB != 80<<20 || b.GoHeap != 64<<20 || b.LoadChunkBytes != 64<<20/32 || b.DuckDB+b.GoHeap > b.Total ||
+	if b.DuckDB != 100<<20 || b.GoHeap != 40<<20 || b.LoadChunkBytes != 40<<20/32 || b.DuckDB+b.GoHeap > b.Total ||
 		b.LoadTxnRows != sync.LoadTxnRows || b.RowGroupRows != sync.RowGroupRows || b.LoaderLag != sync.LoaderLag || !b.ReturnFreed {
 		t.Fatalf("160MB: %+v", b)
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -58,7 +59,17 @@ func (mr *mirrorRun) viaFeed(ctx context.Context, src connectors.Source, cf conn
 	var mark feedMark
 	if len(ck) > 0 && json.Unmarshal(ck, &mark) == nil && mark.Feed == f.Name && mark.Pos != "" {
 		ins, del := mr.st.Inserted, mr.st.Deleted
-		next, err := cf.Changes(ctx, f, mark.Pos, func(rec arrow.RecordBatch) error { return mr.change(ctx, rec) })
+		// How much of the read is applying the changes; the rest is the
+		// warehouse finding them (Postgres decodes all the WAL written
+		// since the last run, of every database of the cluster).
+		began, applying := time.Now(), time.Duration(0)
+		next, err := cf.Changes(ctx, f, mark.Pos, func(rec arrow.RecordBatch) error {
+			t := time.Now()
+			defer func() { applying += time.Since(t) }()
+			return mr.change(ctx, rec)
+		})
+		mr.r.log().Info("sync: change feed read", "import", im.ID, "run", mr.opt.RunID,
+			"wall", time.Since(began).Round(time.Millisecond), "applying", applying.Round(time.Millisecond))
 		if err == nil || errors.Is(err, connectors.ErrFeedLost) {
 			// What was read is applied either way (a re-diff finds it done).
 			if ferr := mr.flush(ctx); ferr != nil {

@@ -42,7 +42,11 @@ func runMirrorMode(ctx context.Context, o options, bin string, db *benchDB, dir,
 		return err
 	}
 	imp := filepath.Join(dir, "syncbench-mirror.yaml")
-	if err := os.WriteFile(imp, []byte(mirrorImportDoc("syncbench-mirror", "events")), 0o600); err != nil {
+	// The import id names the replication slot, which is the cluster's:
+	// one per benchmark database, so that two benchmarks on one server do
+	// not take each other's slot (a feed's start drops a slot of its name).
+	id := "syncbench-mirror-" + strings.TrimPrefix(db.name, "tributary_syncbench_")
+	if err := os.WriteFile(imp, []byte(mirrorImportDoc(id, "events")), 0o600); err != nil {
 		return err
 	}
 	data := filepath.Join(dir, "data-mirror")
@@ -56,6 +60,10 @@ func runMirrorMode(ctx context.Context, o options, bin string, db *benchDB, dir,
 	}
 
 	// Disjoint sets: ids ending in 07 are updated, ids ending in 003 deleted.
+	var before float64
+	if err := db.conn.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')").Scan(&before); err != nil {
+		return err
+	}
 	tag, err := db.conn.Exec(ctx, `UPDATE events SET note = 'changed ' || id, amount = coalesce(amount, 0) + 1 WHERE id % 100 = 7`)
 	if err != nil {
 		return fmt.Errorf("update: %w", err)
@@ -69,6 +77,15 @@ func runMirrorMode(ctx context.Context, o options, bin string, db *benchDB, dir,
 		return fmt.Errorf("vacuum: %w", err)
 	}
 	left := n - del
+	// The WAL the second run's feed must decode: all the cluster wrote
+	// since the slot's restart point (the first run's start), of which
+	// this table's changes are a part.
+	var ownWAL, slotWAL float64
+	if err := db.conn.QueryRow(ctx, `SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0') - $1::float8,
+		coalesce(max(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)), 0)
+		FROM pg_replication_slots WHERE database = current_database()`, before).Scan(&ownWAL, &slotWAL); err != nil {
+		return err
+	}
 	fmt.Printf("updated %d rows, deleted %d; second Mirror run...\n", upd, del)
 	second, c, err := runMirrorSync(bin, cfgPath, imp, db.dsn, data, false)
 	if err != nil {
@@ -106,6 +123,8 @@ func runMirrorMode(ctx context.Context, o options, bin string, db *benchDB, dir,
 	// cluster, on a shared machine much more than this table's changes);
 	// its CPU time is the process's own work.
 	fmt.Printf("  second run / full re-read, CPU time (user + system): %.3f\n", second.cpu.Seconds()/full.cpu.Seconds())
+	fmt.Printf("  WAL behind the slot at the second run: %.0f MiB, of which the updates and deletes: %.0f MiB\n",
+		slotWAL/(1<<20), ownWAL/(1<<20))
 	var missed []string
 	if ratio > maxMirrorRatio {
 		missed = append(missed, fmt.Sprintf("second run / full re-read %.3f > %.2f", ratio, maxMirrorRatio))

@@ -108,8 +108,10 @@ const checkpointThreshold = "16MB"
 const maxVacuumTasks = "0"
 
 // schemaVersion is bumped by every change to the tables below; Open refuses
-// files written by a newer version instead of misreading them.
-const schemaVersion = 2
+// files written by a newer version instead of misreading them. 3: a
+// Mirror state keeps versions of a key (mirror_versions.go), which older
+// builds would read as duplicates.
+const schemaVersion = 3
 
 var schema = []string{
 	`CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`,
@@ -188,6 +190,10 @@ type Store struct {
 	// transaction conflict instead of waiting, and a lost AddRate would
 	// break its promise. Calls are rare, so the lock costs nothing.
 	sharedMu sync.Mutex
+	// mirrorMu lets a compaction of mirror_keys (mirror_versions.go),
+	// which replaces the table, run alone: every other statement on the
+	// table holds it shared.
+	mirrorMu sync.RWMutex
 
 	// ops is the lifecycle guard: Close waits for operations in flight so
 	// the file is released (and checkpointed) when it returns.

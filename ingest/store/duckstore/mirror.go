@@ -17,10 +17,10 @@ import (
 // wholly in memory, outside what it can spill, and a 100k-key state's
 // index alone overran `tributary sync`'s DuckDB share (24 MiB) at
 // commit. Without it the state is an append-only column table whose
-// memory does not grow with the table: a key's row is replaced by a
-// delete and an insert in one transaction, and lookups scan the state,
-// pruned by the batch's key range through the row groups' zone maps
-// (a table read in the same order each run keeps its keys clustered).
+// memory does not grow with the table: a changed key gets a new version
+// (mirror_versions.go), and lookups scan the state, pruned by the
+// batch's key range through the row groups' zone maps (a table read in
+// the same order each run keeps its keys clustered).
 //
 // A row's pending flag is not cleared by an UPDATE of every row the run
 // wrote (a first run's million rows) either: each MirrorApply stamps its
@@ -28,15 +28,15 @@ import (
 // MirrorSettle only records that sequence as settled. A row stamped at
 // or below the settled sequence reads as settled.
 var mirrorSchema = []string{
-	`CREATE TABLE IF NOT EXISTS mirror_keys (
-		project BIGINT NOT NULL, import VARCHAR NOT NULL, key BLOB NOT NULL,
-		hash BLOB NOT NULL, ref BLOB NOT NULL, flag UTINYINT NOT NULL, seen BIGINT NOT NULL, wseq BIGINT NOT NULL)`,
+	fmt.Sprintf(mirrorKeysDDL, "IF NOT EXISTS mirror_keys"),
 	`CREATE TABLE IF NOT EXISTS mirror_marks (
 		project BIGINT NOT NULL, import VARCHAR NOT NULL, applied BIGINT NOT NULL, settled BIGINT NOT NULL,
 		PRIMARY KEY (project, import))`,
+	// Rows of mirror_keys a compaction would drop (mirror_versions.go).
+	`ALTER TABLE mirror_marks ADD COLUMN IF NOT EXISTS dead BIGINT DEFAULT 0`,
 	// The state's keys a run found, appended (an UPDATE of a seen mark on
 	// every row cost DuckDB ~200 µs a row); MirrorSettle empties it.
-	`CREATE TABLE IF NOT EXISTS mirror_seen (project BIGINT NOT NULL, import VARCHAR NOT NULL, gen BIGINT NOT NULL, key BLOB NOT NULL)`,
+	strings.Replace(mirrorSeenDDL, "TABLE", "TABLE IF NOT EXISTS", 1),
 	// MirrorUnseen's rows, gathered by one anti-join and then paged.
 	`CREATE TABLE IF NOT EXISTS mirror_unseen (project BIGINT NOT NULL, import VARCHAR NOT NULL,
 		key BLOB NOT NULL, hash BLOB NOT NULL, ref BLOB NOT NULL, flag UTINYINT NOT NULL)`,
@@ -47,6 +47,13 @@ var mirrorSchema = []string{
 	`ALTER TABLE mirror_runs ADD COLUMN IF NOT EXISTS table_rows BIGINT DEFAULT 0`,
 	mirrorSourcesTable,
 }
+
+const mirrorSeenDDL = `CREATE TABLE mirror_seen (project BIGINT NOT NULL, import VARCHAR NOT NULL, gen BIGINT NOT NULL, key BLOB NOT NULL)`
+
+// mirrorKeysDDL creates mirror_keys (or a compaction's new copy, %s).
+const mirrorKeysDDL = `CREATE TABLE %s (
+		project BIGINT NOT NULL, import VARCHAR NOT NULL, key BLOB NOT NULL,
+		hash BLOB NOT NULL, ref BLOB NOT NULL, flag UTINYINT NOT NULL, seen BIGINT NOT NULL, wseq BIGINT NOT NULL)`
 
 // mirrorChunk bounds the keys of one statement (its parameter list).
 const mirrorChunk = 500
@@ -61,14 +68,6 @@ func placeholders(n int) string {
 // mirrorFlag is the SQL of a row's flag as read: settled once its write
 // sequence is settled (the first parameter).
 const mirrorFlag = `CASE WHEN m.wseq <= ?::BIGINT THEN 0 ELSE m.flag END`
-
-// settled returns the import's settled write sequence (0: none).
-func settled(ctx context.Context, db queryRower, project int64, importID string) (int64, error) {
-	var n int64
-	err := db.QueryRowContext(ctx, `SELECT coalesce(max(settled), 0) FROM mirror_marks WHERE project = ? AND import = ?`,
-		project, importID).Scan(&n)
-	return n, err
-}
 
 type queryRower interface {
 	QueryRowContext(ctx context.Context, q string, args ...any) *sql.Row
@@ -101,31 +100,52 @@ func (s *Store) MirrorLookup(ctx context.Context, project int64, importID string
 	if len(keys) == 0 {
 		return nil
 	}
-	done, err := settled(ctx, s.db, project, importID)
+	s.mirrorMu.RLock()
+	got, err := s.mirrorLookup(ctx, project, importID, gen, keys)
+	s.mirrorMu.RUnlock()
 	if err != nil {
 		return fmt.Errorf("duckstore: mirror lookup: %w", err)
 	}
+	// fn may use the store: the connection and the lock are released.
+	for _, r := range got {
+		if err := fn(r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Store) mirrorLookup(ctx context.Context, project int64, importID string, gen int64, keys [][]byte) ([]store.MirrorRow, error) {
+	done, dead, err := mirrorMarks(ctx, s.db, project, importID)
+	if err != nil {
+		return nil, err
+	}
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
-		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+		return nil, err
 	}
 	defer conn.Close()
 	lo, hi := keyRange(keys)
 	release, err := registerView(ctx, conn, mirrorKeysBatch(keys), mirrorKeysView)
 	if err != nil {
-		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+		return nil, err
 	}
-	var got []store.MirrorRow
-	err = mirrorRows(ctx, conn, `SELECT m.key, m.hash, m.ref, `+mirrorFlag+` FROM mirror_keys m
+	// Only the latest live version of a key is its state; while the
+	// import has no dead rows each key has one row, and it is that.
+	q := `SELECT m.key, m.hash, m.ref, ` + mirrorFlag + ` FROM mirror_keys m
 		WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR AND m.key BETWEEN ?::BLOB AND ?::BLOB
-			AND m.key IN (SELECT k FROM `+mirrorKeysView+`)`,
-		[]any{done, project, importID, lo, hi}, func(r store.MirrorRow) error {
-			got = append(got, r)
-			return nil
-		})
+			AND m.key IN (SELECT k FROM ` + mirrorKeysView + `)`
+	args := []any{done, project, importID, lo, hi}
+	if dead > 0 {
+		q += ` ` + mirrorLatest
+	} else {
+		q += ` AND ` + mirrorLive
+	}
+	args = append(args, done)
+	got, err := collectRows(ctx, conn, q, args)
 	release()
 	if err != nil {
-		return fmt.Errorf("duckstore: mirror lookup: %w", err)
+		return nil, err
 	}
 	if gen > 0 && len(got) > 0 {
 		found := make([][]byte, len(got))
@@ -134,59 +154,43 @@ func (s *Store) MirrorLookup(ctx context.Context, project int64, importID string
 		}
 		release, err := registerView(ctx, conn, mirrorKeysBatch(found), mirrorKeysView)
 		if err != nil {
-			return fmt.Errorf("duckstore: mirror lookup: %w", err)
+			return nil, err
 		}
 		_, err = conn.ExecContext(ctx, `INSERT INTO mirror_seen SELECT ?::BIGINT, ?::VARCHAR, ?::BIGINT, k FROM `+mirrorKeysView,
 			project, importID, gen)
 		release()
 		if err != nil {
-			return fmt.Errorf("duckstore: mirror lookup: %w", err)
+			return nil, err
 		}
 	}
-	// fn may use the store: the connection goes back first.
-	conn.Close()
-	for _, r := range got {
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return got, nil
 }
 
 type queryer interface {
 	QueryContext(ctx context.Context, q string, args ...any) (*sql.Rows, error)
 }
 
-// mirrorRows runs q and calls fn for each row after the rows are closed,
-// so fn may use the store.
-func mirrorRows(ctx context.Context, db queryer, q string, args []any, fn func(store.MirrorRow) error) error {
+// collectRows runs q and returns its rows (key, hash, ref, flag).
+func collectRows(ctx context.Context, db queryer, q string, args []any) ([]store.MirrorRow, error) {
 	rows, err := db.QueryContext(ctx, q, args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	defer rows.Close()
 	var got []store.MirrorRow
 	for rows.Next() {
 		var r store.MirrorRow
 		var flag uint8
 		if err := rows.Scan(&r.Key, &r.Hash, &r.Ref, &flag); err != nil {
-			rows.Close()
-			return err
+			return nil, err
 		}
 		r.Flag = store.MirrorFlag(flag)
 		got = append(got, r)
 	}
 	if err := rows.Close(); err != nil {
-		return err
+		return nil, err
 	}
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	for _, r := range got {
-		if err := fn(r); err != nil {
-			return err
-		}
-	}
-	return nil
+	return got, rows.Err()
 }
 
 // MirrorApply implements store.Mirrors. Deleting events takes the
@@ -216,7 +220,10 @@ func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
 			return fmt.Errorf("duckstore: mirror apply: waiting for acknowledged writes: %w", err)
 		}
 	}
-	if err := s.mirrorApplyTx(context.WithoutCancel(ctx), a); err != nil {
+	s.mirrorMu.RLock()
+	err := s.mirrorApplyTx(context.WithoutCancel(ctx), a)
+	s.mirrorMu.RUnlock()
+	if err != nil {
 		return fmt.Errorf("duckstore: mirror apply: %w", err)
 	}
 	for _, e := range a.DeleteEvents {
@@ -234,7 +241,7 @@ func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) (err err
 		return err
 	}
 	defer conn.Close()
-	// Upserted and removed keys lose their rows; upserted ones get new ones.
+	// Upserted and removed keys get new versions: rows, tombstones.
 	gone := a.Remove
 	if len(a.Rows) > 0 {
 		gone = make([][]byte, 0, len(a.Remove)+len(a.Rows))
@@ -252,8 +259,8 @@ func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) (err err
 		}
 		defer release()
 	}
-	if len(a.Rows) > 0 {
-		release, err := registerView(ctx, conn, mirrorRowsBatch(a.Rows), mirrorRowsView)
+	if len(gone) > 0 {
+		release, err := registerView(ctx, conn, mirrorRowsBatch(a.Rows, a.Remove), mirrorRowsView)
 		if err != nil {
 			return err
 		}
@@ -284,24 +291,15 @@ func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) (err err
 		}
 	}
 	if len(gone) > 0 {
-		lo, hi := keyRange(gone)
-		if _, err := conn.ExecContext(ctx, `DELETE FROM mirror_keys WHERE project = ?::BIGINT AND import = ?::VARCHAR
-			AND key BETWEEN ?::BLOB AND ?::BLOB AND key IN (SELECT k FROM `+mirrorKeysView+`)`,
-			a.Project, a.Import, lo, hi); err != nil {
-			return fmt.Errorf("remove keys: %w", err)
+		deadRows := int64(len(a.Remove))
+		for _, r := range a.Rows {
+			if r.Flag == store.MirrorDeleting {
+				deadRows++
+			}
 		}
-	}
-	if len(a.Rows) > 0 {
-		var seq int64
-		if err := conn.QueryRowContext(ctx, `INSERT INTO mirror_marks VALUES (?, ?, 1, 0)
-			ON CONFLICT (project, import) DO UPDATE SET applied = mirror_marks.applied + 1 RETURNING applied`,
-			a.Project, a.Import).Scan(&seq); err != nil {
-			return fmt.Errorf("write sequence: %w", err)
-		}
-		if _, err := conn.ExecContext(ctx, `INSERT INTO mirror_keys
-			SELECT ?::BIGINT, ?::VARCHAR, key, hash, ref, flag, ?::BIGINT, ?::BIGINT FROM `+mirrorRowsView,
-			a.Project, a.Import, a.Gen, seq); err != nil {
-			return fmt.Errorf("upsert keys: %w", err)
+		if err := mirrorAppendTx(ctx, conn, mirrorApplyArgs{project: a.Project, importID: a.Import, gen: a.Gen,
+			gone: gone, deadRows: deadRows}); err != nil {
+			return err
 		}
 	}
 	_, err = conn.ExecContext(ctx, `COMMIT`)
@@ -323,23 +321,28 @@ func (s *Store) MirrorUnseen(ctx context.Context, project int64, importID string
 		return err
 	}
 	defer s.ops.Done()
-	if err := s.mirrorGatherUnseen(ctx, project, importID, gen); err != nil {
+	s.mirrorMu.RLock()
+	err := s.mirrorGatherUnseen(ctx, project, importID, gen)
+	s.mirrorMu.RUnlock()
+	if err != nil {
 		return fmt.Errorf("duckstore: mirror unseen: %w", err)
 	}
 	after := []byte{}
 	for {
-		n := 0
-		err := mirrorRows(ctx, s.db, `SELECT key, hash, ref, flag FROM mirror_unseen
+		page, err := collectRows(ctx, s.db, `SELECT key, hash, ref, flag FROM mirror_unseen
 			WHERE project = ?::BIGINT AND import = ?::VARCHAR AND key > ?::BLOB ORDER BY key LIMIT ?`,
-			[]any{project, importID, after, mirrorPage}, func(r store.MirrorRow) error {
-				n++
-				after = r.Key
-				return fn(r)
-			})
+			[]any{project, importID, after, mirrorPage})
 		if err != nil {
 			return fmt.Errorf("duckstore: mirror unseen: %w", err)
 		}
-		if n < mirrorPage {
+		// fn may call MirrorApply: no lock is held here.
+		for _, r := range page {
+			after = r.Key
+			if err := fn(r); err != nil {
+				return err
+			}
+		}
+		if len(page) < mirrorPage {
 			break
 		}
 	}
@@ -350,7 +353,7 @@ func (s *Store) MirrorUnseen(ctx context.Context, project int64, importID string
 }
 
 func (s *Store) mirrorGatherUnseen(ctx context.Context, project int64, importID string, gen int64) error {
-	done, err := settled(ctx, s.db, project, importID)
+	done, dead, err := mirrorMarks(ctx, s.db, project, importID)
 	if err != nil {
 		return err
 	}
@@ -369,56 +372,108 @@ func (s *Store) mirrorGatherUnseen(ctx context.Context, project int64, importID 
 		project, importID, gen).Scan(&left); err != nil {
 		return err
 	}
-	if left > 0 {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_unseen
-			SELECT m.project, m.import, m.key, m.hash, m.ref, `+mirrorFlag+` FROM mirror_keys m
-			WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR AND m.seen <> ?::BIGINT
-				AND NOT EXISTS (SELECT 1 FROM mirror_seen v WHERE v.project = ?::BIGINT AND v.import = ?::VARCHAR
-					AND v.gen = ?::BIGINT AND v.key = m.key)`,
-			done, project, importID, gen, project, importID, gen); err != nil {
-			return err
-		}
+	if left == 0 {
+		return tx.Commit()
+	}
+	// Of the rows neither written by the run nor seen by it, those that
+	// are their key's latest live version. While the import has no dead
+	// rows every row is.
+	latest := ""
+	args := []any{done, project, importID, gen, project, importID, gen, done}
+	if dead > 0 {
+		latest = ` AND NOT EXISTS (SELECT 1 FROM mirror_keys n WHERE n.project = ?::BIGINT AND n.import = ?::VARCHAR
+			AND n.key = m.key AND (n.wseq > m.wseq OR (n.wseq = m.wseq AND n.flag < m.flag)))`
+		args = append(args, project, importID)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO mirror_unseen
+		SELECT m.project, m.import, m.key, m.hash, m.ref, `+mirrorFlag+` FROM mirror_keys m
+		WHERE m.project = ?::BIGINT AND m.import = ?::VARCHAR AND m.seen <> ?::BIGINT
+			AND NOT EXISTS (SELECT 1 FROM mirror_seen v WHERE v.project = ?::BIGINT AND v.import = ?::VARCHAR
+				AND v.gen = ?::BIGINT AND v.key = m.key)
+			AND `+mirrorLive+latest, args...); err != nil {
+		return err
 	}
 	return tx.Commit()
 }
 
 // MirrorSettle implements store.Mirrors: the import's writes so far
-// become settled, tombstones go.
+// become settled (a settled delete reads as no row), the seen marks go,
+// and the state is compacted once its dead rows are due.
 func (s *Store) MirrorSettle(ctx context.Context, project int64, importID, _ string) error {
 	if err := s.enter("mirror settle"); err != nil {
 		return err
 	}
 	defer s.ops.Done()
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	if err := s.mirrorSettle(ctx, project, importID); err != nil {
 		return fmt.Errorf("duckstore: mirror settle: %w", err)
 	}
-	defer func() { _ = tx.Rollback() }()
-	for _, q := range []string{
-		`DELETE FROM mirror_keys WHERE project = ? AND import = ? AND flag = ` + fmt.Sprint(uint8(store.MirrorDeleting)),
-		`DELETE FROM mirror_seen WHERE project = ? AND import = ?`,
-		`UPDATE mirror_marks SET settled = applied WHERE project = ? AND import = ?`,
-	} {
-		if _, err := tx.ExecContext(ctx, q, project, importID); err != nil {
-			return fmt.Errorf("duckstore: mirror settle: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("duckstore: mirror settle: %w", err)
+	// Settled already: a compaction that fails is tried again next time.
+	if err := s.maybeCompactMirror(ctx, project, importID); err != nil {
+		s.log.Warn("duckstore: compacting Mirror states failed; the next settle tries again", "err", err)
 	}
 	return nil
 }
 
-// MirrorCount implements store.Mirrors.
+func (s *Store) mirrorSettle(ctx context.Context, project int64, importID string) error {
+	// Alone, so that when no other import has seen marks the table is
+	// dropped and made again instead of deleted from: a full read's marks
+	// are a row per key of the table, and deleting them would hold
+	// DuckDB's version info of every vector (mirror_versions.go).
+	s.mirrorMu.Lock()
+	defer s.mirrorMu.Unlock()
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	var others int64
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM (SELECT 1 FROM mirror_seen WHERE project <> ? OR import <> ? LIMIT 1)`,
+		project, importID).Scan(&others); err != nil {
+		return err
+	}
+	stmts := []string{`DELETE FROM mirror_seen WHERE project = ? AND import = ?`}
+	if others == 0 {
+		stmts = []string{`DROP TABLE mirror_seen`, mirrorSeenDDL}
+	}
+	for _, q := range stmts {
+		if _, err := tx.ExecContext(ctx, q, argsFor(q, project, importID)...); err != nil {
+			return err
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE mirror_marks SET settled = applied WHERE project = ? AND import = ?`, project, importID); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
+// argsFor passes args to q only if it has parameters.
+func argsFor(q string, args ...any) []any {
+	if strings.Contains(q, "?") {
+		return args
+	}
+	return nil
+}
+
+// MirrorCount implements store.Mirrors: the keys whose latest row is
+// neither a tombstone nor a delete.
 func (s *Store) MirrorCount(ctx context.Context, project int64, importID string) (int64, error) {
 	if err := s.enter("mirror count"); err != nil {
 		return 0, err
 	}
 	defer s.ops.Done()
-	var n int64
-	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM mirror_keys WHERE project = ? AND import = ? AND flag <> ?`,
-		project, importID, uint8(store.MirrorDeleting)).Scan(&n)
+	s.mirrorMu.RLock()
+	defer s.mirrorMu.RUnlock()
+	_, dead, err := mirrorMarks(ctx, s.db, project, importID)
 	if err != nil {
+		return 0, fmt.Errorf("duckstore: mirror count: %w", err)
+	}
+	q := `SELECT count(*) FROM mirror_keys WHERE project = ? AND import = ? AND flag NOT IN (2, 255)`
+	if dead > 0 {
+		q = `SELECT count(*) FROM (SELECT m.flag FROM mirror_keys m WHERE m.project = ? AND m.import = ?
+			QUALIFY row_number() OVER (PARTITION BY m.key ORDER BY m.wseq DESC, m.flag) = 1) WHERE flag NOT IN (2, 255)`
+	}
+	var n int64
+	if err := s.db.QueryRowContext(ctx, q, project, importID).Scan(&n); err != nil {
 		return 0, fmt.Errorf("duckstore: mirror count: %w", err)
 	}
 	return n, nil
@@ -430,6 +485,8 @@ func (s *Store) MirrorDrop(ctx context.Context, project int64, importID string) 
 		return err
 	}
 	defer s.ops.Done()
+	s.mirrorMu.RLock()
+	defer s.mirrorMu.RUnlock()
 	for _, table := range []string{"mirror_keys", "mirror_seen", "mirror_unseen", "mirror_marks"} {
 		if _, err := s.db.ExecContext(ctx, `DELETE FROM `+table+` WHERE project = ? AND import = ?`, project, importID); err != nil {
 			return fmt.Errorf("duckstore: mirror drop: %w", err)

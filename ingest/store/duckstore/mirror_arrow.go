@@ -47,10 +47,12 @@ func mirrorKeysBatch(keys [][]byte) arrow.RecordBatch {
 	return b.NewRecordBatch()
 }
 
-func mirrorRowsBatch(rows []store.MirrorRow) arrow.RecordBatch {
+// mirrorRowsBatch holds rows and a tombstone (mirrorGone) for each key
+// of removed.
+func mirrorRowsBatch(rows []store.MirrorRow, removed [][]byte) arrow.RecordBatch {
 	b := array.NewRecordBuilder(memory.DefaultAllocator, mirrorRowsSchema)
 	defer b.Release()
-	b.Reserve(len(rows))
+	b.Reserve(len(rows) + len(removed))
 	kb, hb, rb := b.Field(0).(*array.BinaryBuilder), b.Field(1).(*array.BinaryBuilder), b.Field(2).(*array.BinaryBuilder)
 	fb := b.Field(3).(*array.Uint8Builder)
 	for _, r := range rows {
@@ -58,6 +60,12 @@ func mirrorRowsBatch(rows []store.MirrorRow) arrow.RecordBatch {
 		hb.Append(r.Hash)
 		rb.Append(nonNil(r.Ref))
 		fb.Append(uint8(r.Flag))
+	}
+	for _, k := range removed {
+		kb.Append(k)
+		hb.Append([]byte{})
+		rb.Append([]byte{})
+		fb.Append(mirrorGone)
 	}
 	return b.NewRecordBatch()
 }
