@@ -203,6 +203,13 @@ func (s *Source) dropSlot(ctx context.Context, conn *pgconn.PgConn, name string)
 	if err != nil || !st.exists {
 		return err
 	}
+	if st.foreign != "" {
+		// Another install's (or another database's) feed of the same
+		// project and import ids: dropping it would make that one re-diff
+		// its table, so this feed steps aside and its import re-diffs.
+		return fmt.Errorf("%w: replication slot %s is %s, not this feed's; slot names are shared by the whole cluster, so this import re-diffs its table each run (give it another import id to use a feed)",
+			connectors.ErrFeedUnavailable, name, st.foreign)
+	}
 	err = pglogrepl.DropReplicationSlot(ctx, conn, name, pglogrepl.DropReplicationSlotOptions{})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "42704" { // gone meanwhile
@@ -233,7 +240,8 @@ func (s *Source) DropFeed(ctx context.Context, f connectors.Feed) error {
 			return err
 		}
 	}
-	if !st.exists && !pub {
+	ownSlot := st.exists && st.foreign == "" // another database's slot of this name stays
+	if !ownSlot && !pub {
 		return nil
 	}
 	conn, err := s.replicationConn(ctx, op)
@@ -241,8 +249,10 @@ func (s *Source) DropFeed(ctx context.Context, f connectors.Feed) error {
 		return err
 	}
 	defer closeConn(conn)
-	if err := s.dropSlot(ctx, conn, f.Name); err != nil {
-		return err
+	if ownSlot {
+		if err := s.dropSlot(ctx, conn, f.Name); err != nil {
+			return err
+		}
 	}
 	if pub {
 		if _, err := conn.Exec(ctx, "DROP PUBLICATION IF EXISTS "+connectors.QuoteIdent(f.Name)).ReadAll(); err != nil {

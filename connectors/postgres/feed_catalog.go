@@ -267,6 +267,10 @@ type slot struct {
 	confirmed pglogrepl.LSN
 	lost      bool // invalidated: the WAL it needs was removed
 	active    bool
+	// foreign: a slot of this name in another database of the cluster
+	// (slot names are cluster-wide): another feed's, so never dropped by
+	// this one.
+	foreign string
 }
 
 // slotState looks the slot up. With wait, a slot still held by a
@@ -280,10 +284,12 @@ func (s *Source) slotState(ctx context.Context, name string, wait bool) (slot, e
 		err := s.readOnly(ctx, op, func(conn *pgxpool.Conn) error {
 			var confirmed *string
 			var status string
-			var ours bool
+			var ours, here bool
+			var db string
 			err := conn.QueryRow(ctx, `SELECT confirmed_flush_lsn::text, coalesce(wal_status, ''), active,
-				coalesce(plugin = 'pgoutput' AND database = current_database(), false)
-				FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&confirmed, &status, &st.active, &ours)
+				coalesce(plugin = 'pgoutput' AND database = current_database(), false),
+				coalesce(database = current_database(), false), coalesce(database, '')
+				FROM pg_catalog.pg_replication_slots WHERE slot_name = $1`, name).Scan(&confirmed, &status, &st.active, &ours, &here, &db)
 			if errors.Is(err, pgx.ErrNoRows) {
 				return nil
 			}
@@ -293,6 +299,9 @@ func (s *Source) slotState(ctx context.Context, name string, wait bool) (slot, e
 			// A slot of this name that is not a pgoutput slot of this
 			// database is not the feed's: it cannot be streamed.
 			st.exists, st.lost = true, status == "lost" || !ours
+			if !here {
+				st.foreign = fmt.Sprintf("a slot of database %q", db)
+			}
 			if confirmed != nil {
 				if st.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
 					return fmt.Errorf("postgres source: %s: %w", op, err)

@@ -407,3 +407,42 @@ func TestFeedDrop(t *testing.T) {
 		}
 	}
 }
+
+// Slot names are cluster-wide: a feed of the same name in another
+// database (another install with the same project and import ids) is
+// neither dropped nor taken over; this feed steps aside (its import
+// re-diffs) and dropping it leaves the other one alone.
+func TestFeedNameTakenByAnotherDatabase(t *testing.T) {
+	ctx := context.Background()
+	name := testFeedName(t)
+	var srcs [2]*Source
+	for i := range srcs {
+		db := feedDB(t)
+		db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+		srcs[i] = db.open(t)
+	}
+	f := connectors.Feed{Name: name, Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	if _, err := srcs[0].StartFeed(ctx, f); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = srcs[0].DropFeed(context.Background(), f) })
+	slotDB := func() string {
+		t.Helper()
+		var db string
+		if err := srcs[0].pool.QueryRow(ctx, `SELECT database FROM pg_replication_slots WHERE slot_name = $1`, name).Scan(&db); err != nil {
+			t.Fatalf("the first database's slot is gone: %v", err)
+		}
+		return db
+	}
+	first := slotDB()
+	_, err := srcs[1].StartFeed(ctx, f)
+	if !errors.Is(err, connectors.ErrFeedUnavailable) || !strings.Contains(err.Error(), first) {
+		t.Fatalf("StartFeed with the name taken in %s: %v, want ErrFeedUnavailable naming that database", first, err)
+	}
+	if err := srcs[1].DropFeed(ctx, f); err != nil {
+		t.Fatalf("DropFeed of a feed whose name another database holds: %v", err)
+	}
+	if got := slotDB(); got != first {
+		t.Fatalf("slot now in %s, want it left in %s", got, first)
+	}
+}
