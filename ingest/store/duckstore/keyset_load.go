@@ -4,7 +4,9 @@ import (
 	"cmp"
 	"context"
 	"database/sql/driver"
+	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -33,16 +35,28 @@ func (s *Store) loadKeys(ctx context.Context) error {
 		return err
 	}
 	dir := s.path + ".keys"
-	adopted, ok, err := adoptTieredKeys(dir, defaultKeysConfig(), meta)
+	adopted, exact, fromSeq, err := adoptTieredKeys(dir, s.keysCfg, meta)
 	if err != nil {
 		return err
 	}
-	if ok {
+	if adopted != nil && !exact {
+		added, err := s.catchUpKeys(ctx, adopted, fromSeq, meta)
+		if err != nil {
+			s.log.Warn("duckstore: dedup keys' checkpoint not usable; rebuilding them from the events table", "err", err)
+			if err := adopted.close(); err != nil {
+				return fmt.Errorf("load keys: %w", err)
+			}
+			adopted = nil
+		} else {
+			s.log.Info("duckstore: dedup keys caught up from their checkpoint", "from_seq", fromSeq, "added", added)
+		}
+	}
+	if adopted != nil {
 		s.keys = adopted
-		s.log.Info("duckstore: dedup keys adopted", "keys", adopted.len(), "runs", len(adopted.runs), "took", time.Since(start))
+		s.log.Info("duckstore: dedup keys adopted", "keys", adopted.len(), "runs", len(adopted.runs), "exact", exact, "took", time.Since(start))
 		return nil
 	}
-	if s.keys, err = newTieredKeys(dir, defaultKeysConfig()); err != nil {
+	if s.keys, err = newTieredKeys(dir, s.keysCfg); err != nil {
 		return err
 	}
 	full := make(chan []store.Key, 4)
@@ -74,6 +88,9 @@ func (s *Store) loadKeys(ctx context.Context) error {
 	if loadErr != nil {
 		return fmt.Errorf("load keys: %w", loadErr)
 	}
+	if tk, ok := s.keys.(*tieredKeys); ok {
+		tk.afterLoad(s.nextSeq)
+	}
 	s.log.Info("duckstore: dedup keys loaded", "keys", s.keys.len(), "took", time.Since(start))
 	return nil
 }
@@ -100,11 +117,59 @@ func (s *Store) keepKeys() error {
 	return tk.keep(meta)
 }
 
+// catchUpKeys adds to a set adopted from a checkpoint the keys of the
+// events from fromSeq on, then checks that the set holds as many keys as
+// the table does (keyset_checkpoint.go says why that suffices).
+func (s *Store) catchUpKeys(ctx context.Context, t *tieredKeys, fromSeq int64, meta keysMeta) (int, error) {
+	full := make(chan []store.Key, 4)
+	empty := make(chan []store.Key, 4)
+	var readErr error
+	go func() {
+		defer close(full)
+		readErr = s.readKeysFrom(ctx, fromSeq, full, empty)
+	}()
+	added := 0
+	var addErr error
+	for buf := range full {
+		for _, k := range buf {
+			if addErr != nil {
+				break
+			}
+			var isNew bool
+			if isNew, addErr = t.add(k); isNew {
+				added++
+			}
+		}
+		select {
+		case empty <- buf[:0]:
+		default:
+		}
+	}
+	if err := errors.Join(readErr, addErr); err != nil {
+		return added, err
+	}
+	var keyed int64
+	if err := s.db.QueryRowContext(ctx, `SELECT count(k_hi) FROM events`).Scan(&keyed); err != nil {
+		return added, fmt.Errorf("count keyed events: %w", err)
+	}
+	if int64(t.len()) != keyed {
+		return added, fmt.Errorf("%w: %d keys, %d keyed events (of %d)", errKeysDiffer, t.len(), keyed, meta.Events)
+	}
+	// What came back is durable: the next checkpoint may name it.
+	t.ckpt.seqHint = s.nextSeq
+	return added, nil
+}
+
 // readKeys sends the events table's dedup keys to full in chunks, taking
 // spent chunks back from empty. It reads Arrow record batches: scanning
 // two BIGINTs a row through database/sql cost ~1 µs a row, the better
 // part of a rebuild after a crash at 100 M events.
 func (s *Store) readKeys(ctx context.Context, full chan<- []store.Key, empty <-chan []store.Key) error {
+	return s.readKeysFrom(ctx, 0, full, empty)
+}
+
+// readKeysFrom is readKeys of the events from seq fromSeq on (0: all).
+func (s *Store) readKeysFrom(ctx context.Context, fromSeq int64, full chan<- []store.Key, empty <-chan []store.Key) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return err
@@ -119,7 +184,12 @@ func (s *Store) readKeys(ctx context.Context, full chan<- []store.Key, empty <-c
 		if err != nil {
 			return fmt.Errorf("arrow interface: %w", err)
 		}
-		rdr, err := ar.QueryContext(ctx, `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`)
+		q := `SELECT k_hi, k_lo FROM events WHERE k_hi IS NOT NULL`
+		if fromSeq > 0 {
+			// seq grows with the table's rows: its zone maps skip the rest.
+			q += ` AND seq >= ` + strconv.FormatInt(fromSeq, 10)
+		}
+		rdr, err := ar.QueryContext(ctx, q)
 		if err != nil {
 			return err
 		}
