@@ -47,13 +47,13 @@ type keysManifest struct {
 	// Checkpoint: written while the process ran (Meta is not set); the
 	// runs hold the keys of the events before FromSeq, maybe a few more,
 	// and maybe keys removed since.
-	Checkpoint bool  `json:"checkpoint,omitempty"`
-	FromSeq    int64 `json:"from_seq,omitempty"`
-	N        int            `json:"n"`
-	NextID   uint64         `json:"next_id"`
-	NextFile uint64         `json:"next_file"`
-	Runs     []manifestRun  `json:"runs"`
-	Tombs    []manifestTomb `json:"tombs,omitempty"`
+	Checkpoint bool           `json:"checkpoint,omitempty"`
+	FromSeq    int64          `json:"from_seq,omitempty"`
+	N          int            `json:"n"`
+	NextID     uint64         `json:"next_id"`
+	NextFile   uint64         `json:"next_file"`
+	Runs       []manifestRun  `json:"runs"`
+	Tombs      []manifestTomb `json:"tombs,omitempty"`
 }
 
 type manifestRun struct {
