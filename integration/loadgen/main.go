@@ -58,6 +58,7 @@ type options struct {
 	dup                     float64
 	restart                 string
 	logLevel                string
+	keep                    bool
 }
 
 func main() {
@@ -82,6 +83,7 @@ func main() {
 	flag.Float64Var(&o.dup, "dup", 0, "share of events (0 to 1) that re-send an earlier event unchanged (exact duplicates)")
 	flag.StringVar(&o.restart, "restart", "", "after the preload, stop the server and time its restart to listening (one started server); term: SIGTERM once loaded; kill: SIGKILL while posting, then a clean restart after the measured phase and a check that every acknowledged event is stored once")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "log_level of the started servers (their log goes to stderr)")
+	flag.BoolVar(&o.keep, "keep", false, "leave the started server's data directory in place (it is printed; remove it yourself) for experiments on the stored events")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -138,7 +140,12 @@ func run(o options) error {
 			if err != nil {
 				return err
 			}
-			defer srv.Stop()
+			if o.keep {
+				defer srv.Halt()
+				defer fmt.Printf("kept %s\n", srv.Dir)
+			} else {
+				defer srv.Stop()
+			}
 			srvs = append(srvs, srv)
 			tgts = append(tgts, target{base: srv.URL, project: 1, user: childUser, secret: childSecret})
 			fmt.Printf("started %s (pid %d) at %s, data in %s\n", o.bin, srv.Cmd.Process.Pid, srv.URL, srv.Dir)
