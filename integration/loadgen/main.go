@@ -164,13 +164,16 @@ func run(o options) error {
 	// holds only a few), so that the measured phase starts on an empty
 	// live window too.
 	var empty *result
+	var emptyCPU cpuUsage
 	if o.baseline {
 		bgen := newGenerator(time.Now(), o.span, o.live, 0, o.dup)
 		bgen.run += "e"
 		bgen.base -= bgen.liveMs
 		payloads, _, _ := pregenerate(bgen, max(100_000*int(o.duration.Seconds())*3/o.batch+o.conns, 4*o.conns), o)
 		fmt.Printf("empty store: ")
+		cpu := startCPU(srvs, pg)
 		empty = measure(client, tgts, payloads, o)
+		emptyCPU = cpu.stop()
 		fmt.Printf("  %.0f events/s, p99 %s\n", float64(empty.events)/empty.elapsed.Seconds(), empty.p(0.99))
 	}
 
@@ -272,6 +275,12 @@ func run(o options) error {
 		er := float64(empty.events) / empty.elapsed.Seconds()
 		fmt.Fprintf(w, "empty store, before the preload\t%.0f events/s, p50 %s  p99 %s, errors: %s\n", er, empty.p(0.50), empty.p(0.99), empty.errorText())
 		fmt.Fprintf(w, "with %d stored ÷ empty\t%.2f\n", o.preload, ours/er)
+		if emptyCPU.server > 0 && usage.server > 0 {
+			// The machine's load may change between the two phases; the
+			// server's CPU per event does not depend on it.
+			ecpu := 1e6 * emptyCPU.server / float64(max(empty.events, 1))
+			fmt.Fprintf(w, "server CPU per event: empty ÷ with %d stored\t%.1f µs ÷ %.1f µs = %.2f\n", o.preload, ecpu, perEvent(usage.server), ecpu/perEvent(usage.server))
+		}
 	}
 	if usage.server > 0 {
 		fmt.Fprintf(w, "server CPU\t%.2f cores of %d (%.1f µs per event); load driver %.2f cores\n", usage.server/secs,
