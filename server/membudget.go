@@ -40,6 +40,13 @@ type MemoryBudget struct {
 	// store's default). Not memory (the log is on disk), but a sync's
 	// tuning travels with its budget.
 	LoaderLag int64
+	// FitRSS lowers the Go heap's soft limit by what the process holds
+	// outside the Go runtime beyond DuckDB's share (goShare): the dedup
+	// keys' Bloom filters (≈ 1.8 bytes per stored event, 175 MiB at
+	// 100 M), DuckDB's allocations outside its buffer manager. The Go
+	// share alone let the server's peak RSS pass its 1 GB budget at 100 M
+	// stored events.
+	FitRSS bool
 }
 
 // minDuckDB is DuckDB's least share: room for a checkpoint's blocks.
@@ -51,7 +58,7 @@ func NewMemoryBudget(total int64) MemoryBudget {
 		return MemoryBudget{}
 	}
 	goHeap := total / 4 * 3
-	return MemoryBudget{Total: total, DuckDB: max(total/8, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32)}
+	return MemoryBudget{Total: total, DuckDB: max(total/8, minDuckDB), GoHeap: goHeap, LoadChunkBytes: int(goHeap / 32), FitRSS: true}
 }
 
 // NewSyncBudget is `tributary sync`'s split of total: three twentieths
@@ -158,9 +165,10 @@ func LimitGoHeap(b MemoryBudget, log *slog.Logger) (stop func()) {
 	}
 }
 
-// follow adjusts the limit to the live heap until ctx ends.
+// follow adjusts the limit to the live heap (and with FitRSS to the
+// memory outside Go) until ctx ends.
 func follow(ctx context.Context, b MemoryBudget, log *slog.Logger) {
-	sample := []metrics.Sample{{Name: liveHeapMetric}}
+	sample := []metrics.Sample{{Name: liveHeapMetric}, {Name: goTotalMetric}, {Name: goReleasedMetric}}
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
 	limit, warned := b.GoHeap, false
@@ -175,7 +183,11 @@ func follow(ctx context.Context, b MemoryBudget, log *slog.Logger) {
 			return // not in this Go version: the plain limit stays
 		}
 		live := int64(sample[0].Value.Uint64())
-		if want := goLimit(b.GoHeap, live); want != limit {
+		share := b.GoHeap
+		if rss, ok := residentBytes(); ok && b.FitRSS && sample[1].Value.Kind() == metrics.KindUint64 {
+			share = goShare(b, rss, int64(sample[1].Value.Uint64()-sample[2].Value.Uint64()))
+		}
+		if want := goLimit(share, live); want != limit {
 			debug.SetMemoryLimit(want)
 			limit = want
 		}
@@ -189,3 +201,19 @@ func follow(ctx context.Context, b MemoryBudget, log *slog.Logger) {
 
 // goLimit is the soft limit for a live heap: the share, or live + 25%.
 func goLimit(share, live int64) int64 { return max(share, live+live/4) }
+
+const (
+	goTotalMetric    = "/memory/classes/total:bytes"
+	goReleasedMetric = "/memory/classes/heap/released:bytes"
+)
+
+// goShare is the Go heap's share when the process is resident at rss, of
+// which goMapped is the Go runtime's (mapped and not released): what is
+// left of the budget after the rest of the process and a sixteenth of
+// headroom, within [GoHeap/4, GoHeap]. The floor keeps the collector from
+// running back to back when DuckDB briefly holds more than its share;
+// goLimit still lets the limit follow a live heap above it.
+func goShare(b MemoryBudget, rss, goMapped int64) int64 {
+	outside := max(rss-goMapped, 0)
+	return min(max(b.Total-b.Total/16-outside, b.GoHeap/4), b.GoHeap)
+}

@@ -41,6 +41,28 @@ func TestGoLimitFollowsLiveHeap(t *testing.T) {
 	}
 }
 
+func TestGoShareFitsRSS(t *testing.T) {
+	const mib = int64(1 << 20)
+	b := NewMemoryBudget(1024 * mib) // GoHeap 768, headroom 64
+	for _, tc := range []struct {
+		name          string
+		rss, goMapped int64
+		want          int64
+	}{
+		{"little outside Go: the whole share", 300 * mib, 250 * mib, 768 * mib},
+		{"Bloom filters and DuckDB outside: what is left", 900 * mib, 400 * mib, 460 * mib},
+		{"more outside than the budget: the floor", 1500 * mib, 200 * mib, 192 * mib},
+		{"RSS below the Go runtime's mappings (not yet touched)", 100 * mib, 300 * mib, 768 * mib},
+	} {
+		if got := goShare(b, tc.rss, tc.goMapped); got != tc.want {
+			t.Errorf("%s: %d MiB, want %d", tc.name, got/mib, tc.want/mib)
+		}
+	}
+	if !b.FitRSS || NewSyncBudget(160*mib).FitRSS {
+		t.Fatal("FitRSS is the server's budget's, not a sync's")
+	}
+}
+
 func TestLimitGoHeapRestores(t *testing.T) {
 	t.Setenv("GOMEMLIMIT", "")
 	prev := debug.SetMemoryLimit(-1)

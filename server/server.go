@@ -35,7 +35,13 @@ func Run(ctx context.Context, cfg *config.Config, log *slog.Logger, ready func(a
 	if err != nil {
 		return err
 	}
-	budget := NewMemoryBudget(cfg.MemoryBudget())
+	// Unset memory_limit still bounds the process (config.DefaultMemoryBudget):
+	// DuckDB's own default would let its cache grow to 80 % of RAM.
+	total, from := cfg.EffectiveMemoryBudget()
+	if from != "memory_limit" {
+		log.Info("memory_limit unset: using the default budget", "budget_mib", total>>20, "from", from)
+	}
+	budget := NewMemoryBudget(total)
 	defer LimitGoHeap(budget, log)()
 	st, err := openStore(ctx, cfg, log, budget)
 	if err != nil {

@@ -117,6 +117,14 @@ func (s *Server) Stop() {
 	os.RemoveAll(s.Dir)
 }
 
+// Halt shuts the server down gracefully like Stop but keeps its
+// directory, for a driver that reads the stopped server's data (Stop
+// still removes it after).
+func (s *Server) Halt() {
+	s.shutdown()
+	s.exited()
+}
+
 func (s *Server) shutdown() {
 	_ = s.Cmd.Process.Signal(syscall.SIGTERM)
 	select {

@@ -109,7 +109,24 @@ var (
 	sources    = []string{"google", "newsletter", "facebook", "direct", "partner"}
 )
 
-func (g *generator) batch(n int) []byte {
+func (g *generator) batch(n int) []byte { return g.batchSeqs(n, nil) }
+
+// next is the first sequence number not yet handed out.
+func (g *generator) next() int64 {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.seq
+}
+
+// batchSeqs is batch that also marks the sequence number of every event
+// in it in seqs, when that is not nil (the crash check's bookkeeping).
+func (g *generator) batchSeqs(n int, seqs *bitset) []byte {
+	_, b := g.batchAt(n, seqs)
+	return b
+}
+
+// batchAt is batchSeqs that also returns the batch's first sequence number.
+func (g *generator) batchAt(n int, seqs *bitset) (int64, []byte) {
 	g.mu.Lock()
 	first := g.seq
 	g.seq += int64(n)
@@ -126,6 +143,9 @@ func (g *generator) batch(n int) []byte {
 		seq := first + i
 		if first > 0 && pick.Float64() < g.dup {
 			seq = pick.Int64N(first) // an event sent before, again
+		}
+		if seqs != nil {
+			seqs.set(seq)
 		}
 		src.Seed(uint64(seq), 0x5eed)
 		user := r.IntN(500_000)
@@ -156,5 +176,5 @@ func (g *generator) batch(n int) []byte {
 		b = append(b, sources[r.IntN(len(sources))]...)
 		b = append(b, `","mp_lib":"web"}}`...)
 	}
-	return append(b, ']')
+	return first, append(b, ']')
 }

@@ -58,6 +58,7 @@ type options struct {
 	dup                     float64
 	restart                 string
 	logLevel                string
+	keep                    bool
 }
 
 func main() {
@@ -80,8 +81,9 @@ func main() {
 	flag.DurationVar(&o.live, "live", 0, "if set, the preload is history in time order over -span before this last stretch, and the measured events fall at random in it (live traffic); unset, every event is at a random time in -span (a backfill)")
 	flag.BoolVar(&o.baseline, "baseline", false, "measure on the empty store too, before the preload, and report the ratio (one run, one time window)")
 	flag.Float64Var(&o.dup, "dup", 0, "share of events (0 to 1) that re-send an earlier event unchanged (exact duplicates)")
-	flag.StringVar(&o.restart, "restart", "", "after the preload, stop the server (term: SIGTERM; kill: SIGKILL) and time its restart to listening (one started server)")
+	flag.StringVar(&o.restart, "restart", "", "after the preload, stop the server and time its restart to listening (one started server); term: SIGTERM once loaded; kill: SIGKILL while posting, then a clean restart after the measured phase and a check that every acknowledged event is stored once")
 	flag.StringVar(&o.logLevel, "log-level", "warn", "log_level of the started servers (their log goes to stderr)")
+	flag.BoolVar(&o.keep, "keep", false, "leave the started server's data directory in place (it is printed; remove it yourself) for experiments on the stored events")
 	flag.Parse()
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "loadgen:", err)
@@ -138,10 +140,18 @@ func run(o options) error {
 			if err != nil {
 				return err
 			}
-			defer srv.Stop()
+			if o.keep {
+				defer srv.Halt()
+				defer fmt.Printf("kept %s\n", srv.Dir)
+			} else {
+				defer srv.Stop()
+			}
 			srvs = append(srvs, srv)
 			tgts = append(tgts, target{base: srv.URL, project: 1, user: childUser, secret: childSecret})
 			fmt.Printf("started %s (pid %d) at %s, data in %s\n", o.bin, srv.Cmd.Process.Pid, srv.URL, srv.Dir)
+			if prof != "" {
+				fmt.Printf("  its profiler: http://%s/debug/pprof/\n", prof)
+			}
 		}
 	}
 	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{
@@ -154,31 +164,50 @@ func run(o options) error {
 	// holds only a few), so that the measured phase starts on an empty
 	// live window too.
 	var empty *result
+	var emptyCPU cpuUsage
 	if o.baseline {
 		bgen := newGenerator(time.Now(), o.span, o.live, 0, o.dup)
 		bgen.run += "e"
 		bgen.base -= bgen.liveMs
 		payloads, _, _ := pregenerate(bgen, max(100_000*int(o.duration.Seconds())*3/o.batch+o.conns, 4*o.conns), o)
 		fmt.Printf("empty store: ")
+		cpu := startCPU(srvs, pg)
 		empty = measure(client, tgts, payloads, o)
+		emptyCPU = cpu.stop()
 		fmt.Printf("  %.0f events/s, p99 %s\n", float64(empty.events)/empty.elapsed.Seconds(), empty.p(0.99))
 	}
 
+	// With -restart kill, the events every 200 answered are tracked
+	// (crash.go): the preload's and those of the crash window after it.
+	var acked, unacked *bitset
+	if o.restart == "kill" {
+		acked, unacked = newBitset(int64(o.preload)+crashSeqs), newBitset(int64(o.preload)+crashSeqs)
+	}
 	// Preload: generated on the fly (the server's rate here is context, not the headline).
-	preRate, err := preload(client, tgts, gen, o)
+	preRate, err := preload(client, tgts, gen, o, acked)
 	if err != nil {
 		return err
 	}
 	var restartTook time.Duration
 	var preloadPeakKB int64
-	if o.restart != "" {
+	var crash crashRun
+	switch o.restart {
+	case "term":
 		if _, err := waitLoaded(client, tgts[0]); err != nil {
 			return fmt.Errorf("before restart: %w", err)
 		}
 		preloadPeakKB, _ = srvs[0].status("VmHWM")
-		if restartTook, err = srvs[0].Restart(o.restart == "kill"); err != nil {
+		if restartTook, err = srvs[0].Restart(false); err != nil {
 			return fmt.Errorf("restart: %w", err)
 		}
+	case "kill":
+		fmt.Printf("posting for %s more, then SIGKILL mid-import...\n", crashWindow)
+		if crash, err = crashImport(client, tgts[0], srvs[0], gen, o, acked, unacked); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+		restartTook, preloadPeakKB = crash.restart, crash.peakKB
+	}
+	if o.restart != "" {
 		tgts[0].base = srvs[0].URL
 		fmt.Printf("restarted in %s (SIG%s, then start until listening)\n", restartTook.Round(time.Millisecond), strings.ToUpper(o.restart))
 	}
@@ -217,6 +246,14 @@ func run(o options) error {
 		}
 	}
 	decodeRate := decodeOnly(raw, o.batch)
+	var check *crashCheck
+	var cleanTook time.Duration
+	var measuredPeakKB int64
+	if o.restart == "kill" {
+		if check, cleanTook, measuredPeakKB, err = afterCrash(client, &tgts[0], srvs[0], gen, acked, unacked); err != nil {
+			return err
+		}
+	}
 
 	ours := float64(m.events) / m.elapsed.Seconds()
 	secs := m.elapsed.Seconds()
@@ -238,6 +275,12 @@ func run(o options) error {
 		er := float64(empty.events) / empty.elapsed.Seconds()
 		fmt.Fprintf(w, "empty store, before the preload\t%.0f events/s, p50 %s  p99 %s, errors: %s\n", er, empty.p(0.50), empty.p(0.99), empty.errorText())
 		fmt.Fprintf(w, "with %d stored ÷ empty\t%.2f\n", o.preload, ours/er)
+		if emptyCPU.server > 0 && usage.server > 0 {
+			// The machine's load may change between the two phases; the
+			// server's CPU per event does not depend on it.
+			ecpu := 1e6 * emptyCPU.server / float64(max(empty.events, 1))
+			fmt.Fprintf(w, "server CPU per event: empty ÷ with %d stored\t%.1f µs ÷ %.1f µs = %.2f\n", o.preload, ecpu, perEvent(usage.server), ecpu/perEvent(usage.server))
+		}
 	}
 	if usage.server > 0 {
 		fmt.Fprintf(w, "server CPU\t%.2f cores of %d (%.1f µs per event); load driver %.2f cores\n", usage.server/secs,
@@ -269,6 +312,16 @@ func run(o options) error {
 		fmt.Fprintf(w, "restart to listening\t%s after SIG%s (%d events stored)\n", restartTook.Round(time.Millisecond), strings.ToUpper(o.restart), o.preload)
 		fmt.Fprintf(w, "server peak RSS before restart\t%d MiB\n", preloadPeakKB>>10)
 	}
+	if check != nil {
+		fmt.Fprintf(w, "after the kill: peak RSS (restart + measured phase)\t%d MiB\n", measuredPeakKB>>10)
+		fmt.Fprintf(w, "clean restart at the end\t%s after SIGTERM\n", cleanTook.Round(time.Millisecond))
+		verdict := "OK"
+		if !check.ok() {
+			verdict = "FAILED"
+		}
+		fmt.Fprintf(w, "crash check\t%s: %d events acknowledged in the %s before the kill; of all acknowledged, %d missing; %d stored twice or more; %d unknown; %d of %d unacknowledged (in flight) stored\n",
+			verdict, crash.acked, crashWindow, check.ackedMissing, check.duplicated, check.unknown, check.unackedStored, check.unackedSent)
+	}
 	switch {
 	case o.live > 0:
 		fmt.Fprintf(w, "event times\tpreload in time order over %s, measured at random in the last %s\n", o.span-o.live, o.live)
@@ -279,7 +332,7 @@ func run(o options) error {
 		fmt.Fprintf(w, "re-sent duplicates\t%.0f%% of events\n", 100*o.dup)
 	}
 	for i, srv := range srvs {
-		if kb, err := srv.status("VmHWM"); err == nil {
+		if kb, err := srv.status("VmHWM"); err == nil && check == nil {
 			fmt.Fprintf(w, "server %d peak RSS\t%d MiB\n", i+1, kb>>10)
 		}
 	}
@@ -293,5 +346,11 @@ func run(o options) error {
 			fmt.Fprintf(w, "store on disk\t%.1f MB for %d events (%.0f bytes/event)\n", float64(n)/1e6, total, float64(n)/float64(max(total, 1)))
 		}
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if check != nil && !check.ok() {
+		return errors.New("crash check failed: acknowledged events lost or stored twice")
+	}
+	return nil
 }

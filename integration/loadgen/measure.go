@@ -50,9 +50,11 @@ func (t target) post(c *http.Client, body []byte, gzipped bool) (int, int, error
 }
 
 // preload imports o.preload events as fast as the servers take them and
-// returns the rate. It gives up after 30 minutes so the run is bounded.
+// returns the rate. It gives up after 30 minutes (more for a preload
+// above 45 M) so the run is bounded. acked, if not nil, gets the sequence
+// numbers of the preloaded events.
 // Connection i posts to ts[i % len(ts)], here and in measure.
-func preload(c *http.Client, ts []target, gen *generator, o options) (float64, error) {
+func preload(c *http.Client, ts []target, gen *generator, o options, acked *bitset) (float64, error) {
 	if o.preload <= 0 {
 		return 100_000, nil // a guess, only used to size the payload pool
 	}
@@ -60,7 +62,8 @@ func preload(c *http.Client, ts []target, gen *generator, o options) (float64, e
 	var sent, done atomic.Int64
 	var firstErr atomic.Value
 	start := time.Now()
-	deadline := start.Add(30 * time.Minute)
+	// At least 25k events/s (100 M: 67 minutes) on a busy machine.
+	deadline := start.Add(max(30*time.Minute, time.Duration(o.preload/25_000)*time.Second))
 	var wg sync.WaitGroup
 	for i := 0; i < o.conns; i++ {
 		t := ts[i%len(ts)]
@@ -73,7 +76,9 @@ func preload(c *http.Client, ts []target, gen *generator, o options) (float64, e
 				if n <= 0 {
 					return
 				}
-				status, imported, err := t.post(c, gen.batch(n), false)
+				// Every preload batch must be acknowledged (else the run
+				// fails), so its events are marked acknowledged up front.
+				status, imported, err := t.post(c, gen.batchSeqs(n, acked), false)
 				if err != nil || status != http.StatusOK {
 					firstErr.CompareAndSwap(nil, fmt.Sprintf("preload: HTTP %d, %v", status, err))
 					return

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -22,7 +23,12 @@ import (
 const (
 	crashEnvPath  = "DUCKSTORE_CRASH_CHILD_PATH"
 	crashEnvFirst = "DUCKSTORE_CRASH_CHILD_FIRST"
+	crashEnvSmall = "DUCKSTORE_CRASH_CHILD_SMALL_KEYS"
 )
+
+// smallKeys are dedup tiers that spill every 2,000 keys and merge often,
+// so a child killed after a few thousand events leaves checkpoints.
+var smallKeys = keysConfig{recentCap: 2000, maxRuns: 3, maxTombs: 1000, stallRuns: 8, loadRunKeys: 4000}
 
 const (
 	crashWriters   = 4
@@ -60,7 +66,11 @@ func TestMain(m *testing.M) {
 // returns nil; the parent treats those as acknowledged.
 func crashChild(path string) {
 	first, _ := strconv.Atoi(os.Getenv(crashEnvFirst))
-	s, err := Open(context.Background(), path, Options{})
+	opt := Options{}
+	if os.Getenv(crashEnvSmall) != "" {
+		opt.keys = smallKeys
+	}
+	s, err := Open(context.Background(), path, opt)
 	if err != nil {
 		fmt.Println("ERR", err)
 		os.Exit(2)
@@ -91,13 +101,24 @@ func crashChild(path string) {
 // arbitrary moments and checks, after each restart, that every acknowledged
 // batch is stored whole, every other batch is whole or absent, and nothing
 // is stored twice, including batches a client re-sends after the crash.
-func TestKillNineLosesNothing(t *testing.T) {
+func TestKillNineLosesNothing(t *testing.T) { killNine(t, false) }
+
+// TestKillNineKeysCheckpoint is the same with dedup tiers so small that
+// the child writes crash checkpoints of its keys: each restart adopts the
+// last one and catches up from the table (keyset_checkpoint.go) rather
+// than rebuilding, and must be as exact.
+func TestKillNineKeysCheckpoint(t *testing.T) { killNine(t, true) }
+
+func killNine(t *testing.T, small bool) {
 	path := filepath.Join(t.TempDir(), "crash.duckdb")
 	acked := map[int]bool{}
 	next := 0
 	for round := range 4 {
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
 		cmd.Env = append(os.Environ(), crashEnvPath+"="+path, crashEnvFirst+"="+strconv.Itoa(next))
+		if small {
+			cmd.Env = append(cmd.Env, crashEnvSmall+"=1")
+		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -118,7 +139,9 @@ func TestKillNineLosesNothing(t *testing.T) {
 			} else if strings.HasPrefix(line, "ERR") {
 				t.Fatalf("child: %s", line)
 			}
-			if time.Now().After(killAt) && roundAcks > 0 {
+			// Small tiers checkpoint after a spill (4 batches) and the next
+			// write: wait for a few, or a slow machine kills before any.
+			if time.Now().After(killAt) && (roundAcks > 0 && !small || roundAcks >= 12) {
 				break
 			}
 		}
@@ -141,7 +164,21 @@ func TestKillNineLosesNothing(t *testing.T) {
 		// have committed: numbers up to next+crashWriters may exist.
 		next += crashWriters
 
-		s := openAt(t, path)
+		var m keysManifest
+		if small {
+			b, err := os.ReadFile(filepath.Join(path+".keys", keysManifestName))
+			if err != nil || json.Unmarshal(b, &m) != nil || !m.Checkpoint {
+				t.Fatalf("round %d: no crash checkpoint of the dedup keys after %d acknowledged batches: %v", round, roundAcks, err)
+			}
+		}
+		opt := testOptions
+		if small {
+			opt.keys = smallKeys
+		}
+		s := openWith(t, path, opt)
+		if tk := s.keys.(*tieredKeys); small && tk.ckpt.coveredSeq != m.FromSeq {
+			t.Fatalf("round %d: the keys were rebuilt, not adopted from the checkpoint (from seq %d)", round, m.FromSeq)
+		}
 		verifyCrashState(t, s, acked, next)
 		// A client whose request got no answer re-sends it. Its events with
 		// insert id must dedup exactly against whatever survived the crash;

@@ -72,6 +72,10 @@ type Options struct {
 	// exit.
 	LoaderLagBytes int64
 	Logger         *slog.Logger
+
+	// keys overrides the dedup set's tiers (tests: small tiers spill,
+	// merge and checkpoint within a few thousand events); zero: default.
+	keys keysConfig
 }
 
 // freedDecayMs is how long DuckDB's allocator keeps freed pages with
@@ -203,6 +207,7 @@ type Store struct {
 	// guards keys, nextSeq and scratch.
 	wsem    chan struct{}
 	keys    dedupSet
+	keysCfg keysConfig
 	nextSeq int64
 	scratch writeScratch
 
@@ -328,6 +333,10 @@ func Open(ctx context.Context, path string, opt Options) (*Store, error) {
 		wake:       make(chan struct{}, 1),
 		quit:       make(chan struct{}),
 		loaderDone: make(chan struct{}),
+		keysCfg:    opt.keys,
+	}
+	if s.keysCfg == (keysConfig{}) {
+		s.keysCfg = defaultKeysConfig()
 	}
 	s.applyCond = sync.NewCond(&s.applyMu)
 	if opt.LoadChunkBytes > 0 {

@@ -23,10 +23,10 @@ import (
 // them beside the tables' state they describe (keysMeta); the next Open
 // adopts them instead of reading every key back from the events table and
 // sorting it (at 100 M events that took minutes, and restart to serving
-// is part of the target). The manifest is removed, durably, before the
-// adopted set takes its first add: the runs are not kept in step with the
-// tables while the process runs, so after a crash Open finds no manifest
-// and rebuilds the set from the table, as before.
+// is part of the target). While the process runs, the manifest is a
+// crash checkpoint instead (keyset_checkpoint.go): Open adopts it, adds
+// the keys of the events stored after it and checks the result against
+// the table.
 const keysManifestName = "manifest.json"
 
 // keysManifestVersion changes when the run files' format or meaning does
@@ -42,13 +42,18 @@ type keysMeta struct {
 }
 
 type keysManifest struct {
-	Version  int            `json:"version"`
-	Meta     keysMeta       `json:"meta"`
-	N        int            `json:"n"`
-	NextID   uint64         `json:"next_id"`
-	NextFile uint64         `json:"next_file"`
-	Runs     []manifestRun  `json:"runs"`
-	Tombs    []manifestTomb `json:"tombs,omitempty"`
+	Version int      `json:"version"`
+	Meta    keysMeta `json:"meta"`
+	// Checkpoint: written while the process ran (Meta is not set); the
+	// runs hold the keys of the events before FromSeq, maybe a few more,
+	// and maybe keys removed since.
+	Checkpoint bool           `json:"checkpoint,omitempty"`
+	FromSeq    int64          `json:"from_seq,omitempty"`
+	N          int            `json:"n"`
+	NextID     uint64         `json:"next_id"`
+	NextFile   uint64         `json:"next_file"`
+	Runs       []manifestRun  `json:"runs"`
+	Tombs      []manifestTomb `json:"tombs,omitempty"`
 }
 
 type manifestRun struct {
@@ -84,6 +89,7 @@ func (t *tieredKeys) keep(meta keysMeta) error {
 		return errors.Join(err, t.close())
 	}
 	t.stopMerge()
+	t.waitLoadSync()
 	if t.recent.len() > 0 {
 		t.sortBuf = bucketSort(t.sortBuf, t.recent.all(), t.counts)
 		r, err := writeRun(t.runPath(), t.nextID, t.sortBuf)
@@ -94,16 +100,16 @@ func (t *tieredKeys) keep(meta keysMeta) error {
 		t.runs = append(t.runs, r)
 		t.recent.reset()
 	}
-	m := keysManifest{Version: keysManifestVersion, Meta: meta, N: t.n, NextID: t.nextID, NextFile: t.nextFile}
+	// FromSeq: every key is in a run now; a crash after the next Open
+	// adopted this manifest catches up from the last write's events.
+	m := keysManifest{Version: keysManifestVersion, Meta: meta, N: t.n, NextID: t.nextID, NextFile: t.nextFile, FromSeq: t.ckpt.seqHint}
 	for _, r := range t.runs {
-		if err := r.f.Sync(); err != nil {
-			return errors.Join(fmt.Errorf("sync dedup key run %s: %w", r.path, err), t.close())
+		if !r.durable {
+			if err := r.makeDurable(); err != nil {
+				return errors.Join(err, t.close())
+			}
 		}
-		sum, err := r.writeFilter()
-		if err != nil {
-			return errors.Join(err, t.close())
-		}
-		m.Runs = append(m.Runs, manifestRun{ID: r.id, File: filepath.Base(r.path), N: r.n, Filter: sum, Blocks: len(r.bloom.blocks)})
+		m.Runs = append(m.Runs, manifestRun{ID: r.id, File: filepath.Base(r.path), N: r.n, Filter: r.sum, Blocks: len(r.bloom.blocks)})
 	}
 	for k, b := range t.tomb {
 		m.Tombs = append(m.Tombs, manifestTomb{k, b})
@@ -111,6 +117,7 @@ func (t *tieredKeys) keep(meta keysMeta) error {
 	if err := writeManifest(t.dir, &m); err != nil {
 		return errors.Join(err, t.close())
 	}
+	t.dropObsolete()
 	t.deletes.Wait()
 	var errs []error
 	for _, r := range t.runs {
@@ -158,30 +165,36 @@ func syncDir(dir string) error {
 	return errors.Join(d.Sync(), d.Close())
 }
 
-// adoptTieredKeys opens the set a clean Close kept in dir when its
-// manifest describes the tables' state meta; otherwise it reports false
-// and the caller rebuilds the set (newTieredKeys empties dir). Either way
-// the manifest is gone, durably, when it returns without error.
-func adoptTieredKeys(dir string, cfg keysConfig, meta keysMeta) (*tieredKeys, bool, error) {
+// adoptTieredKeys opens the set the manifest in dir names. exact: the
+// manifest is a clean Close's and describes the tables' state meta, so
+// the set is complete. Otherwise (a crash checkpoint, or a clean Close's
+// manifest the tables moved on from) the caller must add the keys of the
+// events from fromSeq on and check the set against the table
+// (Store.catchUpKeys). With no usable manifest it returns nil and the
+// caller rebuilds the set (newTieredKeys empties dir). The manifest stays:
+// it remains true of the runs it names, which are deleted only after a
+// newer manifest replaced it.
+func adoptTieredKeys(dir string, cfg keysConfig, meta keysMeta) (_ *tieredKeys, exact bool, fromSeq int64, _ error) {
 	path := filepath.Join(dir, keysManifestName)
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, false, nil
+		return nil, false, 0, nil
 	}
 	if err != nil {
-		return nil, false, fmt.Errorf("read dedup key manifest: %w", err)
-	}
-	if err := os.Remove(path); err != nil {
-		return nil, false, fmt.Errorf("remove dedup key manifest: %w", err)
-	}
-	if err := syncDir(dir); err != nil {
-		return nil, false, fmt.Errorf("remove dedup key manifest: %w", err)
+		return nil, false, 0, fmt.Errorf("read dedup key manifest: %w", err)
 	}
 	var m keysManifest
-	if json.Unmarshal(b, &m) != nil || m.Version != keysManifestVersion || m.Meta != meta {
-		return nil, false, nil
+	if json.Unmarshal(b, &m) != nil || m.Version != keysManifestVersion {
+		return nil, false, 0, nil
+	}
+	exact = !m.Checkpoint && m.Meta == meta
+	if !exact && m.FromSeq <= 0 {
+		// A manifest of a build without checkpoints, behind the tables:
+		// catching up from the first event is a slow rebuild.
+		return nil, false, 0, nil
 	}
 	t := &tieredKeys{
+		ckpt:     ckptState{seqHint: m.FromSeq},
 		dir:      dir,
 		cfg:      cfg,
 		recent:   newKeySet(cfg.recentCap),
@@ -198,14 +211,24 @@ func adoptTieredKeys(dir string, cfg keysConfig, meta keysMeta) (*tieredKeys, bo
 	}
 	runs, err := openRuns(dir, m.Runs)
 	if err != nil {
-		return nil, false, nil // rebuilt from the table instead
+		return nil, false, 0, nil // rebuilt from the table instead
 	}
 	t.runs = runs
+	for _, r := range runs {
+		if !r.durable {
+			// Its filter was rebuilt from the keys: written again for the
+			// next checkpoint (the run file itself was fsynced when named).
+			if err := r.makeDurable(); err != nil {
+				return nil, false, 0, errors.Join(err, t.close())
+			}
+		}
+	}
+	t.ckpt.coveredSeq = m.FromSeq
 	removeStrays(dir, m.Runs)
 	if err := t.startMerge(); err != nil {
-		return nil, false, errors.Join(err, t.close())
+		return nil, false, 0, errors.Join(err, t.close())
 	}
-	return t, true, nil
+	return t, exact, m.FromSeq, nil
 }
 
 // openRuns opens the listed run files and rebuilds their filters and
@@ -266,6 +289,7 @@ func openRun(path string, id uint64, n, blocks int, sum uint32) (*keyRun, error)
 		return fail(errors.Join(err, errors.New("size does not match the manifest")))
 	}
 	if r.readFilter(sum) {
+		r.sum, r.durable = sum, true
 		return r, nil
 	}
 	br := bufio.NewReaderSize(f, 256<<10)
@@ -312,15 +336,12 @@ func (r *keyRun) filterBytes() (blocks, index []byte) {
 	return blocks, index
 }
 
-// writeFilter writes the run's filter file (once: runs are immutable, so
-// one an earlier Close kept is still right) and returns its checksum.
+// writeFilter writes the run's filter file (once, when the run is made
+// durable: runs are immutable) and returns its checksum.
 func (r *keyRun) writeFilter() (uint32, error) {
 	blocks, index := r.filterBytes()
 	sum := crc32.Update(crc32.Checksum(blocks, castagnoli), castagnoli, index)
 	path := r.path + filterSuffix
-	if st, err := os.Stat(path); err == nil && st.Size() == int64(len(blocks)+len(index)) {
-		return sum, nil
-	}
 	f, err := os.Create(path)
 	if err != nil {
 		return 0, fmt.Errorf("write dedup key filter: %w", err)

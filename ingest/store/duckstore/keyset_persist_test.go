@@ -149,23 +149,30 @@ func TestKeepAdoptModel(t *testing.T) {
 			}
 		}
 		var ok bool
-		if tk, ok, err = adoptTieredKeys(dir, cfg, meta); err != nil || !ok {
+		if tk, ok, _, err = adoptTieredKeys(dir, cfg, meta); err != nil || !ok {
 			t.Fatalf("round %d: adopt: %v, %v", round, ok, err)
 		}
 		checkAgainst(t, tk, model, pool, round)
 		meta.AppliedLSN++
 	}
-	// Kept for LSN 6; the tables say 7: not adopted, and the manifest gone.
+	// Kept for LSN 6; the tables say 7: not adopted (the set never took a
+	// write, so there is no seq to catch up from), and the manifest, still
+	// true of its runs, stays.
 	if err := tk.keep(meta); err != nil {
 		t.Fatal(err)
 	}
 	stale := meta
 	stale.AppliedLSN++
-	if _, ok, err := adoptTieredKeys(dir, cfg, stale); err != nil || ok {
-		t.Fatalf("adopted a manifest of other tables: %v, %v", ok, err)
+	if got, _, _, err := adoptTieredKeys(dir, cfg, stale); err != nil || got != nil {
+		t.Fatalf("adopted a manifest of other tables: %v, %v", got != nil, err)
 	}
-	if _, ok, err := adoptTieredKeys(dir, cfg, meta); err != nil || ok {
-		t.Fatalf("a manifest survived its first adoption: %v, %v", ok, err)
+	got, exact, _, err := adoptTieredKeys(dir, cfg, meta)
+	if err != nil || !exact {
+		t.Fatalf("adopt again: %v, %v", exact, err)
+	}
+	checkAgainst(t, got, model, pool, 6)
+	if err := got.close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -303,7 +310,7 @@ func TestAdoptReadsMergedFilter(t *testing.T) {
 	if err := os.WriteFile(path, make([]byte, len(keys)*keyBytes), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tk, ok, err := adoptTieredKeys(dir, cfg, meta)
+	tk, ok, _, err := adoptTieredKeys(dir, cfg, meta)
 	if err != nil || !ok {
 		t.Fatalf("adopt: %v, %v; want the run adopted from its filter file", ok, err)
 	}

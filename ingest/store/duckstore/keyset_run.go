@@ -26,6 +26,10 @@ type keyRun struct {
 	n     int         // keys in the file
 	index []store.Key // first key of each block
 	bloom bloom
+	// durable: the file and its filter file are fsynced (sum is the
+	// filter's checksum), so a checkpoint may name the run.
+	durable bool
+	sum     uint32
 }
 
 const (
@@ -180,7 +184,7 @@ func (w *runWriter) flushPending() error {
 }
 
 // finish flushes the file and returns the run, open for reading.
-// No fsync: runs are rebuilt from the events table at every Open.
+// No fsync: a run a checkpoint names is made durable apart (makeDurable).
 func (w *runWriter) finish() (*keyRun, error) {
 	if err := w.flushPending(); err != nil {
 		return nil, errors.Join(err, w.abort())

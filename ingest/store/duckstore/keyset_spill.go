@@ -26,6 +26,7 @@ func (t *tieredKeys) spill() error {
 	}
 	t.frozen, t.recent, t.spare = t.recent, t.spare, nil
 	t.frozenID = t.nextID
+	t.ckpt.frozenSeq = t.ckpt.seqHint
 	t.nextID++
 	t.startSpill()
 	// Spills must not outrun merges without bound: every run costs each
@@ -52,6 +53,9 @@ func (t *tieredKeys) startSpill() {
 	go func() {
 		buf = bucketSort(buf, frozen.all(), counts)
 		r, err := writeRun(path, id, buf)
+		if err == nil {
+			err = r.makeDurable()
+		}
 		done <- spillResult{r, buf[:0], err}
 	}()
 }
@@ -80,6 +84,7 @@ func (t *tieredKeys) finishSpill(res spillResult) error {
 		return fmt.Errorf("spill dedup keys: %w", res.err)
 	}
 	t.runs = append(t.runs, res.r)
+	t.ckpt.coveredSeq, t.ckpt.dirty = t.ckpt.frozenSeq, true
 	t.frozen.reset()
 	t.frozen, t.spare = nil, t.frozen
 	return t.startMerge()

@@ -70,6 +70,8 @@ type tieredKeys struct {
 
 	deletes sync.WaitGroup // merged-away runs being deleted
 	kept    bool           // keep handed the runs on; close has nothing to do
+
+	ckpt ckptState // crash checkpoints (keyset_checkpoint.go)
 }
 
 type keysConfig struct {
@@ -189,6 +191,7 @@ func (t *tieredKeys) finishLoad() error {
 		}
 	}
 	t.n = t.runs[0].n
+	t.startLoadSync()
 	return nil
 }
 
@@ -341,7 +344,7 @@ func (t *tieredKeys) spillSorted() error {
 // geometrically, so a key is rewritten O(log n) times and a big run from
 // Open is left alone until the new keys add up to half of it.
 func (t *tieredKeys) startMerge() error {
-	if t.merge != nil || len(t.runs) == 0 {
+	if t.merge != nil || len(t.runs) == 0 || t.ckpt.loadSync != nil {
 		return nil
 	}
 	start := -1
@@ -380,6 +383,12 @@ func (t *tieredKeys) startMerge() error {
 	t.merge = j
 	go func() {
 		r, err := mergeRuns(path, id, j.inputs, j.tomb, j.stop)
+		if err == nil {
+			if err = r.makeDurable(); err != nil {
+				err = errors.Join(err, r.close())
+				r = nil
+			}
+		}
 		j.done <- mergeResult{r, err}
 	}()
 	return nil
@@ -387,6 +396,7 @@ func (t *tieredKeys) startMerge() error {
 
 // poll swaps in a finished spill or merge.
 func (t *tieredKeys) poll() error {
+	t.pollLoadSync()
 	if t.spilling != nil {
 		select {
 		case res := <-t.spilling:
@@ -426,15 +436,10 @@ func (t *tieredKeys) finishMerge(res mergeResult) error {
 		errs = append(errs, res.r.close())
 	}
 	t.runs = append(runs, rest...)
-	// Nothing reads the inputs any more. Unlinking a file of millions of
-	// keys takes the file system a while: not on the writer's time.
-	t.deletes.Add(1)
-	go func() {
-		defer t.deletes.Done()
-		for _, r := range j.inputs {
-			_ = r.close()
-		}
-	}()
+	t.ckpt.dirty = true
+	// Nothing reads the inputs any more, but the last checkpoint may name
+	// them: their files go once a newer one is written (retire).
+	t.retire(j.inputs)
 	if j.full {
 		// No run older than a seen tombstone holds its key any more.
 		for k, b := range j.tomb {
@@ -473,6 +478,7 @@ func (t *tieredKeys) close() error {
 		t.spilling = nil
 	}
 	t.stopMerge()
+	t.waitLoadSync()
 	t.deletes.Wait()
 	for _, r := range t.runs {
 		errs = append(errs, r.close())

@@ -97,6 +97,14 @@ func (s *Store) Write(ctx context.Context, batches []store.Batch) (store.WriteRe
 	if err := ctx.Err(); err != nil {
 		return store.WriteResult{}, fmt.Errorf("duckstore: write: %w", err)
 	}
+	// No write is in progress: every key in the set is a durable write's,
+	// so the set may checkpoint (keyset_checkpoint.go). A failure only
+	// leaves the last checkpoint in place.
+	if ck, ok := s.keys.(*tieredKeys); ok {
+		if err := ck.checkpoint(s.nextSeq); err != nil {
+			s.log.Warn("duckstore: dedup keys not checkpointed", "err", err)
+		}
+	}
 	// plan puts this write's new keys into the set and its identity changes
 	// into the graphs; until the entry is durable they must come out again
 	// on any failure. No other write can see them meanwhile: writes hold the
