@@ -300,7 +300,10 @@ func (s *Source) slotState(ctx context.Context, name string, wait bool) (slot, e
 			// database is not the feed's: it cannot be streamed.
 			st.exists, st.lost = true, status == "lost" || !ours
 			if !here {
-				st.foreign = fmt.Sprintf("a slot of database %q", db)
+				st.foreign = "a physical slot"
+				if db != "" {
+					st.foreign = fmt.Sprintf("a slot of database %q", db)
+				}
 			}
 			if confirmed != nil {
 				if st.confirmed, err = pglogrepl.ParseLSN(*confirmed); err != nil {
@@ -309,7 +312,9 @@ func (s *Source) slotState(ctx context.Context, name string, wait bool) (slot, e
 			}
 			return nil
 		})
-		if err != nil || !wait || !st.active || time.Now().After(deadline) {
+		// Only the feed's own slot is waited for; another database's is
+		// never dropped, so its walsender is not this feed's to outlast.
+		if err != nil || !wait || !st.active || st.foreign != "" || time.Now().After(deadline) {
 			return st, err
 		}
 		select {

@@ -80,8 +80,10 @@ func (s *Store) scanEvents(ctx context.Context, q store.Scan, fn func(*store.Eve
 		return s.scanWindowed(ctx, q, where.String(), args, &st, fn)
 	}
 	err := s.scanSorted(ctx, q, where.String(), args, &st, fn)
+	var fe errFromFn
 	var de *duckdb.Error
-	if errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
+	if !errors.As(err, &fe) && errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
+		// (An error of the caller's fn ends the scan whatever it wraps.)
 		// Sorting whole rows needs more than DuckDB's memory_limit allows
 		// (a 2M-event day failed at the 64 MiB a 512MB budget gives it):
 		// go on, from the last row delivered, with pages that each sort at
@@ -172,7 +174,11 @@ func (st *scanState) drain(ctx context.Context, rows *sql.Rows, fn func(*store.E
 			}
 		}
 		// Strings scan without a copy (the driver already made them).
-		if err := rows.Scan(&e.Name, &e.DistinctID, &e.TimeMs, &e.InsertID, &st.props, &e.IngestMs, &st.hi, &st.lo, &st.lastSeq, &st.commonID); err != nil {
+		// seq goes to st.lastSeq only with the row's time, once the row
+		// reaches fn: a scan resumed after an error (scanWindowed) starts
+		// after the last row delivered, never after one half read.
+		var seq int64
+		if err := rows.Scan(&e.Name, &e.DistinctID, &e.TimeMs, &e.InsertID, &st.props, &e.IngestMs, &st.hi, &st.lo, &seq, &st.commonID); err != nil {
 			return got, err
 		}
 		e.Props = st.props
@@ -191,7 +197,7 @@ func (st *scanState) drain(ctx context.Context, rows *sql.Rows, fn func(*store.E
 		if e.InsertID != "" {
 			e.Key = joinKey(st.hi, st.lo)
 		}
-		st.lastTime = e.TimeMs
+		st.lastTime, st.lastSeq = e.TimeMs, seq
 		st.n++
 		got++
 		if err := fn(e); err != nil {

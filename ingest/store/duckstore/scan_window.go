@@ -33,7 +33,7 @@ func (s *Store) scanWindowed(ctx context.Context, q store.Scan, where string, ar
 				size = min(size, q.Limit-st.n)
 			}
 			full, err := p.page(ctx, s.db, append(args, st.lastTime, st.lastTime, st.lastSeq, end), size, fn)
-			if err != nil || (q.Limit > 0 && st.n == q.Limit) {
+			if err != nil || (q.Limit > 0 && st.n >= q.Limit) {
 				return err
 			}
 			if !full {
@@ -68,7 +68,9 @@ func (p *scanPager) page(ctx context.Context, db *sql.DB, args []any, size int, 
 	case !errors.Is(err, sql.ErrNoRows):
 		return false, err
 	}
-	rows, err := db.QueryContext(ctx, `SELECT `+scanCols+` FROM events WHERE `+p.where+upTo+` ORDER BY time_ms, seq`, args...)
+	// The LIMIT holds the page to size when a row committed since the
+	// key query sorts before its last key.
+	rows, err := db.QueryContext(ctx, `SELECT `+scanCols+` FROM events WHERE `+p.where+upTo+` ORDER BY time_ms, seq LIMIT ?`, append(args, size)...)
 	if err != nil {
 		return false, err
 	}

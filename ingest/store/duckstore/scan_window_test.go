@@ -3,12 +3,15 @@ package duckstore
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/duckdb/duckdb-go/v2"
 
 	"github.com/tributary-dev/tributary/ingest/store"
 	"github.com/tributary-dev/tributary/ingest/store/storetest"
@@ -88,8 +91,9 @@ func TestScanOutOfMemoryFallsBackToWindows(t *testing.T) {
 		evs := make([]store.Event, per)
 		for i := range evs {
 			j := start + i
-			// Times out of arrival order, so no page is a prefix of the table.
-			evs[i] = storetest.NewEvent(1, "e", fmt.Sprint("u", j%1000), int64(j*7919%n)*3, fmt.Sprint("ins-", j),
+			// Times out of arrival order, so no page is a prefix of the
+			// table, four events at each, so pages end inside ties.
+			evs[i] = storetest.NewEvent(1, "e", fmt.Sprint("u", j%1000), int64(j*7919%n/4)*3, fmt.Sprint("ins-", j),
 				fmt.Sprintf(`{"j":%d,"pad":"%0300d"}`, j, j))
 		}
 		if _, err := s.Write(context.Background(), []store.Batch{{Project: 1, Events: evs}}); err != nil {
@@ -97,11 +101,12 @@ func TestScanOutOfMemoryFallsBackToWindows(t *testing.T) {
 		}
 	}
 	var got, prev int64 = 0, -1
+	seen := make(map[string]bool, n)
 	err := s.ScanEvents(context.Background(), store.Scan{Project: 1, FromMs: 0, ToMs: 1 << 50}, func(e *store.Event) error {
-		if e.TimeMs <= prev {
-			return fmt.Errorf("event %d at %d after %d: out of order or repeated", got, e.TimeMs, prev)
+		if e.TimeMs < prev || seen[e.InsertID] {
+			return fmt.Errorf("event %d (%s) at %d after %d: out of order or repeated", got, e.InsertID, e.TimeMs, prev)
 		}
-		prev = e.TimeMs
+		prev, seen[e.InsertID] = e.TimeMs, true
 		got++
 		return nil
 	})
@@ -113,6 +118,29 @@ func TestScanOutOfMemoryFallsBackToWindows(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), "reading it in windows") {
 		t.Fatalf("the sort did not run out of memory, so the fallback was not exercised (raise n); logs:\n%s", logs.String())
+	}
+}
+
+// An error of the caller's fn ends the scan even when it wraps DuckDB's
+// Out of Memory (an export's history lookup can run out of memory too):
+// falling back would resume after the row fn refused and lose it.
+func TestScanFnOutOfMemoryIsNotRetried(t *testing.T) {
+	s := openAt(t, filepath.Join(t.TempDir(), "x.duckdb"))
+	defer s.Close()
+	if _, err := s.Write(context.Background(), []store.Batch{{Project: 1, Events: storetest.GenEvents(1, 20, 0)}}); err != nil {
+		t.Fatal(err)
+	}
+	oom := fmt.Errorf("history: %w", &duckdb.Error{Type: duckdb.ErrorTypeOutOfMemory, Msg: "Out of Memory Error: injected"})
+	calls := 0
+	err := s.ScanEvents(context.Background(), store.Scan{Project: 1, FromMs: 0, ToMs: 1 << 40}, func(e *store.Event) error {
+		calls++
+		if calls == 5 {
+			return oom
+		}
+		return nil
+	})
+	if !errors.Is(err, oom) || calls != 5 {
+		t.Fatalf("scan returned %v after %d calls, want fn's own error after 5", err, calls)
 	}
 }
 
