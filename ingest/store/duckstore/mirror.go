@@ -206,6 +206,15 @@ func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
 		return err
 	}
 	defer s.ops.Done()
+	// The read lock before the writer's: holding the writer's while a
+	// compaction of the states (mirrorMu) runs would stop every write.
+	s.mirrorMu.RLock()
+	locked := true
+	defer func() {
+		if locked {
+			s.mirrorMu.RUnlock()
+		}
+	}()
 	if len(a.DeleteEvents) > 0 {
 		select {
 		case s.wsem <- struct{}{}:
@@ -220,9 +229,9 @@ func (s *Store) MirrorApply(ctx context.Context, a store.MirrorApply) error {
 			return fmt.Errorf("duckstore: mirror apply: waiting for acknowledged writes: %w", err)
 		}
 	}
-	s.mirrorMu.RLock()
 	err := s.mirrorApplyTx(context.WithoutCancel(ctx), a)
 	s.mirrorMu.RUnlock()
+	locked = false
 	if err != nil {
 		return fmt.Errorf("duckstore: mirror apply: %w", err)
 	}
