@@ -8,8 +8,6 @@ import (
 	"math"
 	"strings"
 
-	"github.com/duckdb/duckdb-go/v2"
-
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -80,10 +78,7 @@ func (s *Store) scanEvents(ctx context.Context, q store.Scan, fn func(*store.Eve
 		return s.scanWindowed(ctx, q, where.String(), args, &st, fn)
 	}
 	err := s.scanSorted(ctx, q, where.String(), args, &st, fn)
-	var fe errFromFn
-	var de *duckdb.Error
-	if !errors.As(err, &fe) && errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory {
-		// (An error of the caller's fn ends the scan whatever it wraps.)
+	if isOutOfMemory(err) {
 		// Sorting whole rows needs more than DuckDB's memory_limit allows
 		// (a 2M-event day failed at the 64 MiB a 512MB budget gives it):
 		// go on, from the last row delivered, with pages that each sort at

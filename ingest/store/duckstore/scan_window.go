@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/duckdb/duckdb-go/v2"
+
 	"github.com/tributary-dev/tributary/ingest/store"
 )
 
@@ -26,13 +28,21 @@ func (s *Store) scanWindowed(ctx context.Context, q store.Scan, where string, ar
 		return err
 	}
 	p := scanPager{where: where + ` AND time_ms < ?`, st: st}
+	pageRows := s.scanPage
 	for _, end := range append(bounds, q.ToMs) {
 		for {
-			size := s.scanPage
+			size := pageRows
 			if q.Limit > 0 {
 				size = min(size, q.Limit-st.n)
 			}
 			full, err := p.page(ctx, s.db, append(args, st.lastTime, st.lastTime, st.lastSeq, end), size, fn)
+			if isOutOfMemory(err) && pageRows > minScanPage {
+				// Even a page's sort can be too much for a small
+				// memory_limit (16 MB, the least share, with wide rows):
+				// smaller pages, from the last row delivered.
+				pageRows = max(pageRows/4, minScanPage)
+				continue
+			}
 			if err != nil || (q.Limit > 0 && st.n >= q.Limit) {
 				return err
 			}
@@ -42,6 +52,18 @@ func (s *Store) scanWindowed(ctx context.Context, q store.Scan, where string, ar
 		}
 	}
 	return nil
+}
+
+// minScanPage is the least page a windowed scan shrinks to when a page
+// runs out of memory.
+const minScanPage = 256
+
+// isOutOfMemory reports DuckDB's Out of Memory error, unless it came from
+// the caller's fn: that error ends the scan whatever it wraps.
+func isOutOfMemory(err error) bool {
+	var fe errFromFn
+	var de *duckdb.Error
+	return err != nil && !errors.As(err, &fe) && errors.As(err, &de) && de.Type == duckdb.ErrorTypeOutOfMemory
 }
 
 // scanPager reads one scan's keyset pages.
