@@ -129,10 +129,10 @@ func runMirrorMode(ctx context.Context, o options, bin string, db *benchDB, dir,
 	if ratio > maxMirrorRatio {
 		missed = append(missed, fmt.Sprintf("second run / full re-read %.3f > %.2f", ratio, maxMirrorRatio))
 	}
-	if rss > maxRSSMiB {
-		missed = append(missed, fmt.Sprintf("peak RSS %.0f MiB > %d MiB", rss, maxRSSMiB))
+	if rss > maxMirrorRSSMiB {
+		missed = append(missed, fmt.Sprintf("peak RSS %.0f MiB > %d MiB", rss, maxMirrorRSSMiB))
 	}
-	target := fmt.Sprintf("targets: second run ≤ %.2f × full re-read, peak RSS ≤ %d MiB", maxMirrorRatio, maxRSSMiB)
+	target := fmt.Sprintf("targets: second run ≤ %.2f × full re-read, peak RSS ≤ %d MiB (300 MB)", maxMirrorRatio, maxMirrorRSSMiB)
 	if len(missed) == 0 {
 		fmt.Printf("TARGET MET (%s)\n", target)
 	} else {
