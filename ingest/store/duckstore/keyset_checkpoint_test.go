@@ -58,16 +58,7 @@ func TestCheckpointBehindDeleteRebuilds(t *testing.T) {
 	if n, err := s.DeleteImportEvents(ctx, 1, "imp-1"); err != nil || n != 1000 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(keysDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(saved, keysDir); err != nil {
-		t.Fatal(err)
-	}
-	s = openWith(t, path, opt)
+	s = reopenWithKeys(t, s, path, opt, keysDir, saved)
 	defer s.Close()
 	if want := written*500 - 1000; s.keys.len() != want {
 		t.Fatalf("after the start: %d keys, want %d (the table's)", s.keys.len(), want)
@@ -113,16 +104,7 @@ func TestCheckpointCatchUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.RemoveAll(keysDir); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Rename(saved, keysDir); err != nil {
-		t.Fatal(err)
-	}
-	s = openWith(t, path, opt)
+	s = reopenWithKeys(t, s, path, opt, keysDir, saved)
 	defer s.Close()
 	if tk := s.keys.(*tieredKeys); tk.ckpt.coveredSeq != m.FromSeq || s.keys.len() != (n+3)*500 {
 		t.Fatalf("start: %d keys, covered from seq %d; want %d adopted from the checkpoint's seq %d", s.keys.len(), tk.ckpt.coveredSeq, (n+3)*500, m.FromSeq)
@@ -137,4 +119,21 @@ func TestCheckpointCatchUp(t *testing.T) {
 			t.Fatalf("batch %d again: inserted %d, %v; want %d", i, res.Inserted, err, want)
 		}
 	}
+}
+
+// reopenWithKeys closes s, puts the key files saved earlier back in
+// keysDir (as a crash after that checkpoint would have left them) and
+// opens the store again.
+func reopenWithKeys(t *testing.T, s *Store, path string, opt Options, keysDir, saved string) *Store {
+	t.Helper()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(keysDir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(saved, keysDir); err != nil {
+		t.Fatal(err)
+	}
+	return openWith(t, path, opt)
 }
