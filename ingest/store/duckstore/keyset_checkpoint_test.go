@@ -19,12 +19,10 @@ import (
 // dropped as a duplicate. The crash is simulated by putting back the key
 // files as they were at the checkpoint after a clean Close.
 func TestCheckpointBehindDeleteRebuilds(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.duckdb")
-	keysDir, saved := path+".keys", filepath.Join(t.TempDir(), "saved")
+	c := newKeysCrash(t)
+	keysDir, saved := c.keysDir, c.saved
 	ctx := context.Background()
-	opt := testOptions
-	opt.keys = smallKeys
-	s := openWith(t, path, opt)
+	s := openWith(t, c.path, c.opt)
 	batch := func(i int, props string) store.Batch {
 		evs := make([]store.Event, 500)
 		for j := range evs {
@@ -58,7 +56,7 @@ func TestCheckpointBehindDeleteRebuilds(t *testing.T) {
 	if n, err := s.DeleteImportEvents(ctx, 1, "imp-1"); err != nil || n != 1000 {
 		t.Fatalf("delete: %d, %v", n, err)
 	}
-	s = reopenWithKeys(t, s, path, opt, keysDir, saved)
+	s = c.reopen(t, s)
 	defer s.Close()
 	if want := written*500 - 1000; s.keys.len() != want {
 		t.Fatalf("after the start: %d keys, want %d (the table's)", s.keys.len(), want)
@@ -74,12 +72,10 @@ func TestCheckpointBehindDeleteRebuilds(t *testing.T) {
 // TestCheckpointCatchUp: a start from a checkpoint adds the keys stored
 // after it and answers as the table does, without a rebuild.
 func TestCheckpointCatchUp(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "x.duckdb")
-	keysDir, saved := path+".keys", filepath.Join(t.TempDir(), "saved")
+	c := newKeysCrash(t)
+	keysDir, saved := c.keysDir, c.saved
 	ctx := context.Background()
-	opt := testOptions
-	opt.keys = smallKeys
-	s := openWith(t, path, opt)
+	s := openWith(t, c.path, c.opt)
 	batch := func(i int) store.Batch {
 		return store.Batch{Project: 1, Events: storetest.GenEvents(1, 500, int64(i)*10_000)}
 	}
@@ -104,7 +100,7 @@ func TestCheckpointCatchUp(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s = reopenWithKeys(t, s, path, opt, keysDir, saved)
+	s = c.reopen(t, s)
 	defer s.Close()
 	if tk := s.keys.(*tieredKeys); tk.ckpt.coveredSeq != m.FromSeq || s.keys.len() != (n+3)*500 {
 		t.Fatalf("start: %d keys, covered from seq %d; want %d adopted from the checkpoint's seq %d", s.keys.len(), tk.ckpt.coveredSeq, (n+3)*500, m.FromSeq)
@@ -121,19 +117,31 @@ func TestCheckpointCatchUp(t *testing.T) {
 	}
 }
 
-// reopenWithKeys closes s, puts the key files saved earlier back in
-// keysDir (as a crash after that checkpoint would have left them) and
-// opens the store again.
-func reopenWithKeys(t *testing.T, s *Store, path string, opt Options, keysDir, saved string) *Store {
+// keysCrash is a store whose key files are saved at a checkpoint and put
+// back after a clean Close, as a crash after that checkpoint leaves them.
+type keysCrash struct {
+	path, keysDir, saved string
+	opt                  Options
+}
+
+func newKeysCrash(t *testing.T) keysCrash {
+	path := filepath.Join(t.TempDir(), "x.duckdb")
+	opt := testOptions
+	opt.keys = smallKeys
+	return keysCrash{path: path, keysDir: path + ".keys", saved: filepath.Join(t.TempDir(), "saved"), opt: opt}
+}
+
+// reopen closes s, puts the saved key files back and opens the store again.
+func (c keysCrash) reopen(t *testing.T, s *Store) *Store {
 	t.Helper()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(keysDir); err != nil {
+	if err := os.RemoveAll(c.keysDir); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Rename(saved, keysDir); err != nil {
+	if err := os.Rename(c.saved, c.keysDir); err != nil {
 		t.Fatal(err)
 	}
-	return openWith(t, path, opt)
+	return openWith(t, c.path, c.opt)
 }
