@@ -122,36 +122,22 @@ func (s *Store) scanWindows(ctx context.Context, where string, args []any, page 
 		}
 		fmt.Fprintf(&list, "%g", float64(i)/float64(k))
 	}
-	var raw duckList
-	if err := s.db.QueryRowContext(ctx, `SELECT approx_quantile(time_ms, [`+list.String()+`]) FROM events WHERE `+where, args...).Scan(&raw); err != nil {
+	rows, err := s.db.QueryContext(ctx, `SELECT unnest(approx_quantile(time_ms, [`+list.String()+`])) FROM events WHERE `+where, args...)
+	if err != nil {
 		return nil, err
 	}
+	defer rows.Close()
 	// A bound is where a window ends (exclusive); equal quantiles (many
 	// rows at one time) make one window, which its keyset pages walk.
-	bounds := make([]int64, 0, len(raw))
-	for _, v := range raw {
-		b, ok := v.(int64)
-		if !ok {
-			return nil, fmt.Errorf("approx_quantile returned %T", v)
+	bounds := make([]int64, 0, k-1)
+	for rows.Next() {
+		var b int64
+		if err := rows.Scan(&b); err != nil {
+			return nil, err
 		}
 		if len(bounds) == 0 || b > bounds[len(bounds)-1] {
 			bounds = append(bounds, b)
 		}
 	}
-	return bounds, nil
-}
-
-// duckList scans a DuckDB LIST value.
-type duckList []any
-
-func (l *duckList) Scan(v any) error {
-	switch x := v.(type) {
-	case []any:
-		*l = x
-		return nil
-	case nil:
-		*l = nil
-		return nil
-	}
-	return fmt.Errorf("a list, got %T", v)
+	return bounds, rows.Err()
 }
