@@ -48,6 +48,14 @@ func (ml *mirrorLedger) batch(n int) {
 	ml.fails = ml.fails[:0]
 }
 
+// chunk starts a slice of the batch's changed rows, which refusals
+// (by index in changed) are numbered in.
+func (ml *mirrorLedger) chunk() {
+	if ml != nil {
+		ml.fails = ml.fails[:0]
+	}
+}
+
 // note records row i's outcome of the diff.
 func (ml *mirrorLedger) note(i int, o store.Outcome) {
 	if ml != nil {

@@ -80,6 +80,8 @@ type mirrorRun struct {
 	lkDel  []string // lookup tables: the keys deleted (mirrorlookup.go)
 	hist   *histRun // History imports (history.go)
 	lg     *mirrorLedger
+	fg     feedGroup // a change feed's changes not yet applied (mirrorgroup.go)
+	props  propArena // the pending events' properties (mirrorapply.go)
 
 	// per batch
 	keyBuf  []byte
@@ -370,8 +372,16 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 		mr.progress()
 		return nil
 	}
-	if err := mr.stage(ctx, rec); err != nil {
-		return err
+	// A feed group's changes are mapped mirrorFlushRows at a time, so the
+	// records waiting for a flush stay bounded whatever the group's size.
+	all := mr.changed
+	for len(all) > 0 {
+		mr.changed = all[:min(len(all), mirrorFlushRows)]
+		all = all[len(mr.changed):]
+		mr.lg.chunk()
+		if err := mr.stage(ctx, rec); err != nil {
+			return err
+		}
 	}
 	mr.progress()
 	return nil

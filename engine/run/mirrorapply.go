@@ -44,16 +44,29 @@ func (mr *mirrorRun) stage(ctx context.Context, rec arrow.RecordBatch) error {
 			return connectors.Permanent(err)
 		}
 		defer sub.Release()
-		// The pending records keep the buffers they were decoded into
-		// until the flush: each batch maps and validates into new ones.
-		mr.out, mr.v, mr.pv = mapping.Records{}, mapping.Validator{}, mapping.ProfileValidator{}
-		mr.m.Map(sub, &mr.out)
 		if im.ImportType == importspec.EventStream {
+			// An event's properties are the validator's until its next
+			// batch; each is copied out at its size, so the pending
+			// events hold their bytes alone, not the buffers they were
+			// decoded in (a few times as large).
+			base := len(mr.batch.Events)
+			mr.out.Reset()
+			mr.m.Map(sub, &mr.out)
 			err = mr.mapEvents(refs)
-		} else if mr.hist != nil {
-			err = mr.hist.stage(refs)
+			for k := base; k < len(mr.batch.Events); k++ {
+				mr.batch.Events[k].Props = mr.props.own(mr.batch.Events[k].Props)
+			}
 		} else {
-			err = mr.mapProfiles(refs)
+			// The pending profile updates keep the buffers they were
+			// decoded into until the flush: each batch validates into
+			// new ones.
+			mr.out, mr.pv = mapping.Records{}, mapping.ProfileValidator{}
+			mr.m.Map(sub, &mr.out)
+			if mr.hist != nil {
+				err = mr.hist.stage(refs)
+			} else {
+				err = mr.mapProfiles(refs)
+			}
 		}
 		if err != nil {
 			return err
@@ -108,6 +121,7 @@ func (mr *mirrorRun) flush(ctx context.Context) error {
 		return connectors.Permanent(err)
 	}
 	mr.rows, mr.delEvs = mr.rows[:0], mr.delEvs[:0]
+	mr.props = propArena{}
 	clear(mr.pending)
 	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID}
 	return nil
@@ -266,15 +280,21 @@ func (mr *mirrorRun) deletes(ctx context.Context) error {
 // remover applies the removal of rows gone from the table, a batch of
 // them at a time.
 type remover struct {
-	mr   *mirrorRun
-	kind profile.Kind
-	a    store.MirrorApply
+	mr    *mirrorRun
+	kind  profile.Kind
+	batch int // removals applied at a time
+	a     store.MirrorApply
 }
 
 func (mr *mirrorRun) newRemover() *remover {
-	rm := &remover{mr: mr, kind: profile.User}
-	if mr.im.ImportType == importspec.Groups {
+	rm := &remover{mr: mr, kind: profile.User, batch: unsetBatch}
+	switch mr.im.ImportType {
+	case importspec.Groups:
 		rm.kind = profile.Group
+	case importspec.EventStream:
+		// An apply costs a scan of the events whatever its size, and an
+		// event's removal holds only its key and ref.
+		rm.batch = mirrorFlushRows
 	}
 	rm.reset()
 	return rm
@@ -310,7 +330,7 @@ func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 			mr.batch.Profiles = append(mr.batch.Profiles, store.ProfileUpdate{Update: mr.removalOf(rm.kind, row.Ref)})
 		}
 	}
-	if len(rm.a.Rows)+len(rm.a.Remove) >= unsetBatch {
+	if len(rm.a.Rows)+len(rm.a.Remove) >= rm.batch {
 		return rm.flush(ctx)
 	}
 	return nil
@@ -381,4 +401,23 @@ func takeRows(rec arrow.RecordBatch, idx []int) (arrow.RecordBatch, error) {
 		}
 	}
 	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx))), nil
+}
+
+// propArena holds the pending events' properties: copies packed into
+// blocks, dropped whole at the flush.
+type propArena struct{ cur []byte }
+
+const propBlock = 256 << 10
+
+// own returns a copy of b in the arena.
+func (a *propArena) own(b []byte) []byte {
+	if len(b) > propBlock/8 {
+		return bytes.Clone(b)
+	}
+	if cap(a.cur)-len(a.cur) < len(b) {
+		a.cur = make([]byte, 0, propBlock)
+	}
+	n := len(a.cur)
+	a.cur = append(a.cur, b...)
+	return a.cur[n:len(a.cur):len(a.cur)]
 }

@@ -72,9 +72,15 @@ func (mr *mirrorRun) viaFeed(ctx context.Context, src connectors.Source, cf conn
 			"wall", time.Since(began).Round(time.Millisecond), "applying", applying.Round(time.Millisecond))
 		if err == nil || errors.Is(err, connectors.ErrFeedLost) {
 			// What was read is applied either way (a re-diff finds it done).
-			if ferr := mr.flush(ctx); ferr != nil {
+			ferr := mr.applyGroup(ctx)
+			if ferr == nil {
+				ferr = mr.flush(ctx)
+			}
+			if ferr != nil {
 				return ferr
 			}
+		} else {
+			mr.dropGroup()
 		}
 		switch {
 		case err == nil:
@@ -148,8 +154,8 @@ func (mr *mirrorRun) commitMark(ctx context.Context, mark feedMark) error {
 	return nil
 }
 
-// change applies one batch of the feed: runs of inserts and updates go
-// through the diff as rows read do, deletes remove their keys, in the
+// change takes one batch of the feed: its runs of inserts and updates
+// and of deletes join the run's feed group (mirrorgroup.go), in the
 // batch's (commit) order.
 func (mr *mirrorRun) change(ctx context.Context, rec arrow.RecordBatch) error {
 	if rec.NumCols() < 2 || rec.Schema().Field(0).Name != connectors.ChangeOpColumn {
@@ -172,22 +178,8 @@ func (mr *mirrorRun) change(ctx context.Context, rec arrow.RecordBatch) error {
 		for end < n && (ops.Value(end) == connectors.ChangeDelete) == del {
 			end++
 		}
-		idx := make([]int, 0, end-start)
-		for i := start; i < end; i++ {
-			idx = append(idx, i)
-		}
-		sub, err := takeRows(body, idx)
-		if err != nil {
-			return connectors.Permanent(err)
-		}
-		if del {
-			// Changes staged before are applied first, in commit order.
-			if err = mr.flush(ctx); err == nil {
-				err = mr.feedDeletes(ctx, sub)
-			}
-		} else {
-			err = mr.read(ctx, sub)
-		}
+		sub := body.NewSlice(int64(start), int64(end))
+		err := mr.group(ctx, sub, del)
 		sub.Release()
 		if err != nil {
 			return err

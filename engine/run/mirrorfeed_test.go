@@ -28,6 +28,7 @@ type testFeed struct {
 
 type feedState struct {
 	mu                       sync.Mutex
+	chop                     int64 // > 0: changes are handed over this many rows at a time
 	lost, unavailable        bool
 	starts, changes, dropped int
 	confirmed                string
@@ -75,7 +76,20 @@ func (f *testFeed) Changes(ctx context.Context, _ connectors.Feed, pos string, f
 	}
 	q := fmt.Sprintf(`SELECT c.op AS "$op", c.id AS id, e.uid, e.t, e.plan FROM changes c LEFT JOIN ev e ON e.id = c.id AND c.op <> 'delete'
 		WHERE c.seq > %d AND c.seq <= %s ORDER BY c.seq`, from, next)
-	return next, f.Read(ctx, connectors.ReadRequest{Table: connectors.Table{Query: q}}, fn)
+	return next, f.Read(ctx, connectors.ReadRequest{Table: connectors.Table{Query: q}}, func(rec arrow.RecordBatch) error {
+		if f.st.chop == 0 {
+			return fn(rec)
+		}
+		for i := int64(0); i < rec.NumRows(); i += f.st.chop {
+			part := rec.NewSlice(i, min(i+f.st.chop, rec.NumRows()))
+			err := fn(part)
+			part.Release()
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
 
 func (f *testFeed) ConfirmFeed(_ context.Context, _ connectors.Feed, pos string) error {
@@ -101,47 +115,8 @@ func TestMirrorChangeFeed(t *testing.T) {
 	for _, sc := range testStores(t) {
 		t.Run(sc.name, func(t *testing.T) {
 			state := &feedState{}
-			kind := duckdb.Kind()
-			open := kind.Open
-			kind.Name = "feedduck"
-			kind.Open = func(ctx context.Context, fields map[string]string) (connectors.Source, error) {
-				src, err := open(ctx, fields)
-				if err != nil {
-					return nil, err
-				}
-				return &testFeed{Source: src, st: state}, nil
-			}
-			reg := connectors.NewRegistry(kind)
-			f := &mirrorFixture{t: t, st: sc.open(t), whPath: filepath.Join(t.TempDir(), "wh.duckdb")}
-			f.exec(`CREATE TABLE ev (id INTEGER PRIMARY KEY, uid VARCHAR, t TIMESTAMP NOT NULL, plan VARCHAR)`,
-				`CREATE TABLE changes (seq INTEGER, op VARCHAR, id INTEGER)`,
-				`INSERT INTO ev SELECT i, 'u' || i, TIMESTAMP '2024-01-01' + INTERVAL (i) SECOND, 'p' FROM range(1, 1001) t(i)`)
-			im, err := importspec.Parse("feed.yaml", []byte(fmt.Sprintf("id: ev-feed\nproject_id: 1\nsync_mode: mirror\nsource: {kind: feedduck, path: %q}\n"+
-				"import_type: event_stream\nevent_name: ev\ntable_params: {table: ev}\ntime_column_name: t\nuser_column_name: uid\n", f.whPath)), reg, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.im = im
-			r := &Runner{Registry: reg, Store: f.st}
-			sync := func(step string, rows, ins, upd, del int64) {
-				t.Helper()
-				f.runs++
-				st, err := r.Run(context.Background(), im, importspec.Project{ID: 1, Mode: config.IDSimplified}, Options{RunID: fmt.Sprintf("run-%d", f.runs)})
-				if err != nil {
-					t.Fatalf("%s: %v", step, err)
-				}
-				if st.RowsRead != rows || st.Inserted != ins || st.Updated != upd || st.Deleted != del {
-					t.Fatalf("%s: read %d, inserted %d, updated %d, deleted %d; want %d %d %d %d", step,
-						st.RowsRead, st.Inserted, st.Updated, st.Deleted, rows, ins, upd, del)
-				}
-				f.wantEvents(step)
-				// The table's rows after the run, recorded for the volume rule.
-				id := fmt.Sprintf("run-%d", f.runs)
-				counts, err := f.st.(store.Mirrors).MirrorRunCounts(context.Background(), 1, []string{id})
-				if want := f.query(`SELECT count(*) AS n FROM ev`)[0]["n"]; err != nil || fmt.Sprint(counts[id].Rows) != want {
-					t.Fatalf("%s: table rows recorded %d (%v), want %s", step, counts[id].Rows, err, want)
-				}
-			}
+			ff := newFeedFixture(t, sc, state, 1000)
+			f, im, reg, sync := ff.f, ff.im, ff.reg, ff.sync
 			sync("first", 1000, 1000, 0, 0)
 			if state.starts != 1 || state.confirmed != "0" {
 				t.Fatalf("after the first run: %+v", state)
@@ -194,6 +169,105 @@ func TestMirrorChangeFeed(t *testing.T) {
 			if state.dropped != 1 {
 				t.Fatalf("feed not dropped: %+v", state)
 			}
+		})
+	}
+}
+
+// feedFixture is a Mirror import of table ev (ids 1 to rows) whose source
+// has the test's change feed, on one store.
+type feedFixture struct {
+	t   *testing.T
+	f   *mirrorFixture
+	im  *importspec.Import
+	reg *connectors.Registry
+	r   *Runner
+}
+
+func newFeedFixture(t *testing.T, sc storeCase, state *feedState, rows int) *feedFixture {
+	kind := duckdb.Kind()
+	open := kind.Open
+	kind.Name = "feedduck"
+	kind.Open = func(ctx context.Context, fields map[string]string) (connectors.Source, error) {
+		src, err := open(ctx, fields)
+		if err != nil {
+			return nil, err
+		}
+		return &testFeed{Source: src, st: state}, nil
+	}
+	reg := connectors.NewRegistry(kind)
+	f := &mirrorFixture{t: t, st: sc.open(t), whPath: filepath.Join(t.TempDir(), "wh.duckdb")}
+	f.exec(`CREATE TABLE ev (id INTEGER PRIMARY KEY, uid VARCHAR, t TIMESTAMP NOT NULL, plan VARCHAR)`,
+		`CREATE TABLE changes (seq INTEGER, op VARCHAR, id INTEGER)`,
+		fmt.Sprintf(`INSERT INTO ev SELECT i, 'u' || i, TIMESTAMP '2024-01-01' + INTERVAL (i) SECOND, 'p' FROM range(1, %d) t(i)`, rows+1))
+	im, err := importspec.Parse("feed.yaml", []byte(fmt.Sprintf("id: ev-feed\nproject_id: 1\nsync_mode: mirror\nsource: {kind: feedduck, path: %q}\n"+
+		"import_type: event_stream\nevent_name: ev\ntable_params: {table: ev}\ntime_column_name: t\nuser_column_name: uid\n", f.whPath)), reg, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.im = im
+	return &feedFixture{t: t, f: f, im: im, reg: reg, r: &Runner{Registry: reg, Store: f.st}}
+}
+
+// sync runs the import and checks its counts, every read against the
+// table, and the table's rows the run recorded.
+func (ff *feedFixture) sync(step string, rows, ins, upd, del int64) {
+	t, f := ff.t, ff.f
+	t.Helper()
+	f.runs++
+	st, err := ff.r.Run(context.Background(), ff.im, importspec.Project{ID: 1, Mode: config.IDSimplified}, Options{RunID: fmt.Sprintf("run-%d", f.runs)})
+	if err != nil {
+		t.Fatalf("%s: %v", step, err)
+	}
+	if st.RowsRead != rows || st.Inserted != ins || st.Updated != upd || st.Deleted != del {
+		t.Fatalf("%s: read %d, inserted %d, updated %d, deleted %d; want %d %d %d %d", step,
+			st.RowsRead, st.Inserted, st.Updated, st.Deleted, rows, ins, upd, del)
+	}
+	f.wantEvents(step)
+	// The table's rows after the run, recorded for the volume rule.
+	id := fmt.Sprintf("run-%d", f.runs)
+	counts, err := f.st.(store.Mirrors).MirrorRunCounts(context.Background(), 1, []string{id})
+	if want := f.query(`SELECT count(*) AS n FROM ev`)[0]["n"]; err != nil || fmt.Sprint(counts[id].Rows) != want {
+		t.Fatalf("%s: table rows recorded %d (%v), want %s", step, counts[id].Rows, err, want)
+	}
+}
+
+// Changes handed over a few rows at a time are gathered into groups of
+// one kind (mirrorgroup.go) across the feed's batches: runs of updates
+// and deletes alternate, a key changes twice within a group (the later
+// change wins, counted once), and keys deleted come back; the reads
+// equal the table after the run.
+func TestMirrorChangeFeedGroups(t *testing.T) {
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			ff := newFeedFixture(t, sc, &feedState{chop: 7}, 1000)
+			ff.sync("first", 1000, 1000, 0, 0)
+			ff.f.exec(`UPDATE ev SET plan = 'a' WHERE id <= 300`,
+				`INSERT INTO changes SELECT i, 'update', i FROM range(1, 301) t(i)`,
+				`UPDATE ev SET plan = 'b', t = t + INTERVAL 1 DAY WHERE id = 5`, `INSERT INTO changes VALUES (301, 'update', 5)`,
+				`DELETE FROM ev WHERE id BETWEEN 301 AND 400`,
+				`INSERT INTO changes SELECT 1000 + i, 'delete', i FROM range(301, 401) t(i)`,
+				`UPDATE ev SET uid = 'moved' || id WHERE id BETWEEN 401 AND 410`,
+				`INSERT INTO changes SELECT 2000 + i, 'update', i FROM range(401, 411) t(i)`,
+				`DELETE FROM ev WHERE id BETWEEN 411 AND 415`,
+				`INSERT INTO changes SELECT 3000 + i, 'delete', i FROM range(411, 416) t(i)`,
+				`INSERT INTO ev SELECT i, 'back' || i, TIMESTAMP '2024-05-01', 'c' FROM range(411, 414) t(i)`,
+				`INSERT INTO changes SELECT 4000 + i, 'insert', i FROM range(411, 414) t(i)`)
+			ff.sync("changes in small batches", 314, 3, 310, 105)
+		})
+	}
+}
+
+// A feed group larger than a flush is mapped a flush at a time: every
+// row of a table larger than mirrorFlushRows changes in one group.
+func TestMirrorChangeFeedLargeGroup(t *testing.T) {
+	const n = mirrorFlushRows + 3000
+	for _, sc := range testStores(t) {
+		t.Run(sc.name, func(t *testing.T) {
+			ff := newFeedFixture(t, sc, &feedState{}, n)
+			ff.sync("first", n, n, 0, 0)
+			ff.f.exec(`UPDATE ev SET plan = 'all', uid = 'v' || (id % 7)`,
+				fmt.Sprintf(`INSERT INTO changes SELECT i, 'update', i FROM range(1, %d) t(i)`, n+1))
+			ff.sync("every row changed", n, 0, n, 0)
 		})
 	}
 }
