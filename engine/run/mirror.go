@@ -68,20 +68,21 @@ type mirrorRun struct {
 	planned *MirrorPlan // applying: the planning pass's counts, if it ran
 	matched int64       // planning: keys found in the state
 
-	schema *connectors.Schema // discovered, with PrimaryKey = the key
-	hasher rowHasher
-	m      *mapping.Mapper
-	out    mapping.Records
-	v      mapping.Validator
-	pv     mapping.ProfileValidator
-	batch  store.Batch
-	table  *lookup.Builder
-	fixed  []string // people and groups: the properties a row sets
-	lkDel  []string // lookup tables: the keys deleted (mirrorlookup.go)
-	hist   *histRun // History imports (history.go)
-	lg     *mirrorLedger
-	fg     feedGroup // a change feed's changes not yet applied (mirrorgroup.go)
-	props  propArena // the pending events' properties (mirrorapply.go)
+	schema   *connectors.Schema // discovered, with PrimaryKey = the key
+	hasher   rowHasher
+	m        *mapping.Mapper
+	out      mapping.Records
+	v        mapping.Validator
+	pv       mapping.ProfileValidator
+	batch    store.Batch
+	table    *lookup.Builder
+	fixed    []string // people and groups: the properties a row sets
+	lkDel    []string // lookup tables: the keys deleted (mirrorlookup.go)
+	hist     *histRun // History imports (history.go)
+	lg       *mirrorLedger
+	fg       feedGroup // a change feed's changes not yet applied (mirrorgroup.go)
+	props    propArena // the pending events' properties (mirrorapply.go)
+	replaced int64     // pending rows whose key had a state row (store.MirrorApply.Replaced)
 
 	// per batch
 	keyBuf  []byte
@@ -93,6 +94,7 @@ type mirrorRun struct {
 	delEvs  []store.EventRef
 	changed []int
 	oldRef  [][]byte // by row: the ref an updated row replaces
+	had     []bool   // by row: its key has a state row (a new one supersedes it)
 	sets    store.Batch
 	pending map[string]struct{} // keys of the changes not yet flushed
 	fixedAt map[string]int      // name → index in fixed
@@ -395,12 +397,15 @@ func (mr *mirrorRun) classify(rec arrow.RecordBatch, uniq []int) {
 	mr.changed = mr.changed[:0]
 	mr.oldRef = slices.Grow(mr.oldRef[:0], n)[:n]
 	clear(mr.oldRef)
+	mr.had = slices.Grow(mr.had[:0], n)[:n]
+	clear(mr.had)
 	mr.lg.batch(n)
 	for j, i := range uniq {
 		old := mr.state[j]
 		if old != nil && old.Flag != store.MirrorDeleting {
 			mr.matched++
 		}
+		mr.had[i] = old != nil
 		switch {
 		case old == nil || old.Flag == store.MirrorDeleting:
 			mr.st.Inserted++

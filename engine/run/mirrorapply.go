@@ -80,6 +80,9 @@ func (mr *mirrorRun) stage(ctx context.Context, rec arrow.RecordBatch) error {
 		key := bytes.Clone(mr.key(i))
 		mr.pending[string(key)] = struct{}{}
 		mr.rows = append(mr.rows, store.MirrorRow{Key: key, Hash: bytes.Clone(mr.hashes[i][:]), Ref: refs[k], Flag: store.MirrorPending})
+		if mr.had[i] {
+			mr.replaced++
+		}
 		mr.lg.stage(key, i, k)
 		if im.ImportType == importspec.EventStream {
 			if ev, ok := store.ParseEventRef(mr.oldRef[i]); ok {
@@ -107,8 +110,9 @@ func (mr *mirrorRun) flush(ctx context.Context) error {
 	// ctx, not wctx: the store waits under it (for a loader that may keep
 	// failing) and lets its transaction finish; stopping here after the
 	// versions were saved is repaired as a crash there is.
+	replaced := mr.replaced
 	if err := mr.ms.MirrorApply(ctx, store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID,
-		Gen: mr.gen, Rows: mr.rows, DeleteEvents: mr.delEvs}); err != nil {
+		Gen: mr.gen, Rows: mr.rows, DeleteEvents: mr.delEvs, Replaced: &replaced}); err != nil {
 		return connectors.Permanent(err)
 	}
 	if err := mr.hist.derive(wctx); err != nil {
@@ -120,7 +124,7 @@ func (mr *mirrorRun) flush(ctx context.Context) error {
 	if err := mr.lg.done(wctx); err != nil {
 		return connectors.Permanent(err)
 	}
-	mr.rows, mr.delEvs = mr.rows[:0], mr.delEvs[:0]
+	mr.rows, mr.delEvs, mr.replaced = mr.rows[:0], mr.delEvs[:0], 0
 	mr.props = propArena{}
 	clear(mr.pending)
 	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID}
@@ -302,7 +306,8 @@ func (mr *mirrorRun) newRemover() *remover {
 
 func (rm *remover) reset() {
 	mr, im := rm.mr, rm.mr.im
-	rm.a = store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID, Gen: mr.gen}
+	// Every row removed was found in the state: each supersedes one.
+	rm.a = store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID, Gen: mr.gen, Replaced: new(int64)}
 	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID,
 		Profiles: mr.batch.Profiles[:0]}
 }
@@ -310,6 +315,7 @@ func (rm *remover) reset() {
 func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 	mr := rm.mr
 	mr.st.Deleted++
+	*rm.a.Replaced++
 	mr.lg.deleted(row.Key)
 	switch mr.im.ImportType {
 	case importspec.EventStream:

@@ -60,6 +60,11 @@ type MirrorApply struct {
 	// the changes replace or remove. Their keys leave the dedup set, so
 	// the new versions (which may share the key) are stored.
 	DeleteEvents []EventRef
+	// Replaced, when set, is how many keys of Rows and Remove have a
+	// state row already (the caller looked them up): a store that keeps
+	// versions counts that many rows superseded without reading its state
+	// again. Nil: the store finds out itself.
+	Replaced *int64
 }
 
 // EventRef locates one stored event: its dedup key and time.

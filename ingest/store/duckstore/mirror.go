@@ -261,7 +261,7 @@ func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) (err err
 	}
 	// The views are registered outside the transaction (a catalog change
 	// of the connection's own) and each is read once.
-	if len(gone) > 0 {
+	if len(gone) > 0 && a.Replaced == nil { // the keys are read only to count what they supersede
 		release, err := registerView(ctx, conn, mirrorKeysBatch(gone), mirrorKeysView)
 		if err != nil {
 			return err
@@ -307,7 +307,7 @@ func (s *Store) mirrorApplyTx(ctx context.Context, a store.MirrorApply) (err err
 			}
 		}
 		if err := mirrorAppendTx(ctx, conn, mirrorApplyArgs{project: a.Project, importID: a.Import, gen: a.Gen,
-			gone: gone, deadRows: deadRows}); err != nil {
+			gone: gone, deadRows: deadRows, replaced: a.Replaced}); err != nil {
 			return err
 		}
 	}

@@ -60,12 +60,16 @@ func mirrorMarks(ctx context.Context, db queryRower, project int64, importID str
 // of both, registered as mirrorKeysView; a.Rows and the tombstones are
 // mirrorRowsView.
 func mirrorAppendTx(ctx context.Context, conn *sql.Conn, a mirrorApplyArgs) error {
-	lo, hi := keyRange(a.gone)
 	var old int64
-	if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM mirror_keys WHERE project = ?::BIGINT AND import = ?::VARCHAR
+	if a.replaced != nil {
+		old = *a.replaced // the caller's lookup found them: no second scan of the state
+	} else {
+		lo, hi := keyRange(a.gone)
+		if err := conn.QueryRowContext(ctx, `SELECT count(*) FROM mirror_keys WHERE project = ?::BIGINT AND import = ?::VARCHAR
 		AND key BETWEEN ?::BLOB AND ?::BLOB AND key IN (SELECT k FROM `+mirrorKeysView+`)`,
-		a.project, a.importID, lo, hi).Scan(&old); err != nil {
-		return fmt.Errorf("count replaced keys: %w", err)
+			a.project, a.importID, lo, hi).Scan(&old); err != nil {
+			return fmt.Errorf("count replaced keys: %w", err)
+		}
 	}
 	var seq int64
 	if err := conn.QueryRowContext(ctx, `INSERT INTO mirror_marks (project, import, applied, settled, dead) VALUES (?, ?, 1, 0, ?)
@@ -90,6 +94,9 @@ type mirrorApplyArgs struct {
 	// deadRows: rows written that are dead as soon as settled
 	// (tombstones, deletes).
 	deadRows int64
+	// replaced: rows of gone's keys already in the state, when the caller
+	// knows (store.MirrorApply.Replaced).
+	replaced *int64
 }
 
 // maybeCompactMirror compacts mirror_keys when the import's dead rows

@@ -157,3 +157,48 @@ func TestMirrorVersionsCompact(t *testing.T) {
 	s = openAt(t, path)
 	check("reopened", gen)
 }
+
+// TestMirrorReplacedGiven: an apply whose caller says how many keys it
+// replaces (store.MirrorApply.Replaced) records the same dead rows as
+// one the store counts itself, for new versions and for removals.
+func TestMirrorReplacedGiven(t *testing.T) {
+	ctx := context.Background()
+	key := func(i int) []byte { return binary.BigEndian.AppendUint32([]byte{'r'}, uint32(i)) }
+	dead := func(given bool) int64 {
+		s := openAt(t, filepath.Join(t.TempDir(), "r.duckdb"))
+		defer s.Close()
+		apply := func(a store.MirrorApply, replaced int64) {
+			t.Helper()
+			a.Project, a.Import = 1, "imp"
+			if given {
+				a.Replaced = &replaced
+			}
+			if err := s.MirrorApply(ctx, a); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var rows []store.MirrorRow
+		for i := range 10 {
+			rows = append(rows, store.MirrorRow{Key: key(i), Hash: []byte{0}, Flag: store.MirrorPending})
+		}
+		apply(store.MirrorApply{Gen: 1, Rows: rows}, 0)
+		if err := s.MirrorSettle(ctx, 1, "imp", ""); err != nil {
+			t.Fatal(err)
+		}
+		// Keys 0-3 change, 4-5 are removed, 10-11 are new.
+		rows = rows[:0]
+		for _, i := range []int{0, 1, 2, 3, 10, 11} {
+			rows = append(rows, store.MirrorRow{Key: key(i), Hash: []byte{1}, Flag: store.MirrorPending})
+		}
+		apply(store.MirrorApply{Gen: 2, Rows: rows, Remove: [][]byte{key(4), key(5)}}, 6)
+		_, d, err := mirrorMarks(ctx, s.db, 1, "imp")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	counted, given := dead(false), dead(true)
+	if counted != given || given != 8 {
+		t.Fatalf("dead rows: %d counted by the store, %d from the caller's count; want 8 (4 superseded, 2 removed + their tombstones)", counted, given)
+	}
+}
