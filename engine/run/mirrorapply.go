@@ -270,7 +270,7 @@ func (mr *mirrorRun) removal(kind profile.Kind, id string) profile.Update {
 // deletes applies the rows the run did not see: keys gone from the
 // table, and deletes a crash left pending.
 func (mr *mirrorRun) deletes(ctx context.Context) error {
-	rm := mr.newRemover()
+	rm := mr.newRemover(false)
 	err := mr.ms.MirrorUnseen(ctx, mr.im.ProjectID, mr.im.ID, mr.gen, func(row store.MirrorRow) error { return rm.add(ctx, row) })
 	if err == nil {
 		err = rm.flush(ctx)
@@ -288,10 +288,13 @@ type remover struct {
 	kind  profile.Kind
 	batch int // removals applied at a time
 	a     store.MirrorApply
+	// carry: the run's staged changes (events, none of the removed keys)
+	// go with the first apply (mirrorRun.feedDeletes).
+	carry bool
 }
 
-func (mr *mirrorRun) newRemover() *remover {
-	rm := &remover{mr: mr, kind: profile.User, batch: unsetBatch}
+func (mr *mirrorRun) newRemover(carry bool) *remover {
+	rm := &remover{mr: mr, kind: profile.User, batch: unsetBatch, carry: carry}
 	switch mr.im.ImportType {
 	case importspec.Groups:
 		rm.kind = profile.Group
@@ -308,6 +311,9 @@ func (rm *remover) reset() {
 	mr, im := rm.mr, rm.mr.im
 	// Every row removed was found in the state: each supersedes one.
 	rm.a = store.MirrorApply{Project: im.ProjectID, Import: im.ID, RunID: mr.opt.RunID, Gen: mr.gen, Replaced: new(int64)}
+	if rm.carry {
+		return // the batch holds the staged events that go with the apply
+	}
 	mr.batch = store.Batch{Project: im.ProjectID, Source: store.SourceWarehouse, RunID: mr.opt.RunID,
 		Profiles: mr.batch.Profiles[:0]}
 }
@@ -346,6 +352,13 @@ func (rm *remover) add(ctx context.Context, row store.MirrorRow) error {
 // transaction; a profile's row stays as a tombstone until the run
 // settles, so a crash repeats the $unset instead of losing it.
 func (rm *remover) flush(ctx context.Context) error {
+	mr := rm.mr
+	carried := rm.carry && len(mr.rows) > 0
+	if carried {
+		rm.a.Rows = append(rm.a.Rows, mr.rows...)
+		rm.a.DeleteEvents = append(rm.a.DeleteEvents, mr.delEvs...)
+		*rm.a.Replaced += mr.replaced
+	}
 	if len(rm.a.Rows)+len(rm.a.Remove) == 0 {
 		return nil
 	}
@@ -365,6 +378,12 @@ func (rm *remover) flush(ctx context.Context) error {
 	if err := rm.mr.lg.done(wctx); err != nil {
 		return connectors.Permanent(err)
 	}
+	if carried {
+		mr.rows, mr.delEvs, mr.replaced = mr.rows[:0], mr.delEvs[:0], 0
+		mr.props = propArena{}
+		clear(mr.pending)
+	}
+	rm.carry = false
 	rm.reset()
 	return nil
 }

@@ -189,6 +189,16 @@ func (mr *mirrorRun) change(ctx context.Context, rec arrow.RecordBatch) error {
 	return nil
 }
 
+// pendingAny reports whether a change of one of keys is staged.
+func (mr *mirrorRun) pendingAny(keys [][]byte) bool {
+	for _, k := range keys {
+		if _, ok := mr.pending[string(k)]; ok {
+			return true
+		}
+	}
+	return false
+}
+
 // feedDeletes removes the keys of rec's rows that the state holds.
 func (mr *mirrorRun) feedDeletes(ctx context.Context, rec arrow.RecordBatch) error {
 	im := mr.im
@@ -196,7 +206,17 @@ func (mr *mirrorRun) feedDeletes(ctx context.Context, rec arrow.RecordBatch) err
 	for i := range keys {
 		keys[i] = mr.hasher.keyOf(nil, rec, i)
 	}
-	rm := mr.newRemover()
+	// The changes staged before are applied first, in commit order: with
+	// the removals when none of these keys is among them (one apply, one
+	// scan of the events, instead of two), else before the lookup, which
+	// must see them.
+	carry := mr.im.ImportType == importspec.EventStream && mr.table == nil && !mr.pendingAny(keys)
+	if !carry {
+		if err := mr.flush(ctx); err != nil {
+			return err
+		}
+	}
+	rm := mr.newRemover(carry)
 	// A tombstone (a crash cut off its removal) is removed again.
 	err := mr.ms.MirrorLookup(ctx, im.ProjectID, im.ID, mr.gen, keys, func(row store.MirrorRow) error { return rm.add(ctx, row) })
 	if err == nil {

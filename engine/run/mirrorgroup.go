@@ -70,10 +70,6 @@ func (mr *mirrorRun) applyGroup(ctx context.Context) error {
 	}
 	defer rec.Release()
 	if g.del {
-		// Changes staged before are applied first, in commit order.
-		if err := mr.flush(ctx); err != nil {
-			return err
-		}
 		return mr.feedDeletes(ctx, rec)
 	}
 	return mr.read(ctx, rec)
