@@ -113,7 +113,7 @@ func (s *Source) changes(ctx context.Context, f connectors.Feed, pos string, fn 
 	if err := s.startReplication(ctx, conn, f, p.lsn); err != nil {
 		return "", err
 	}
-	d := &decoder{s: s, f: f, sh: sh, b: newBatcher(sh.cols, fn), lost: lost}
+	d := &decoder{s: s, f: f, sh: sh, b: newBatcher(sh.cols, keepAliveDuring(ctx, conn, p.lsn, fn)), lost: lost}
 	defer d.b.release()
 	defer d.closeFetch(ctx)
 	next, err := d.run(ctx, conn, p.lsn, end)
@@ -408,4 +408,41 @@ func (d *decoder) row(ctx context.Context, op string, t *pglogrepl.TupleData) er
 		}
 	}
 	return d.b.add(op, d.vals)
+}
+
+// statusEvery is how often the session reports its position while fn
+// holds the stream.
+const statusEvery = 500 * time.Millisecond
+
+// keepAliveDuring wraps fn so that the session stays alive however long
+// one call takes (a Mirror run applying a large group of changes on a
+// large table): nothing reads the stream meanwhile, and a walsender that
+// hears nothing for wal_sender_timeout ends the session, so a goroutine
+// sends status updates (lsn, the committed position) until fn returns.
+// It is the only user of conn meanwhile: the stream loop is inside fn's
+// call. A failed update is left to that loop, which finds the connection
+// broken at its next read.
+func keepAliveDuring(ctx context.Context, conn *pgconn.PgConn, lsn pglogrepl.LSN, fn func(arrow.RecordBatch) error) func(arrow.RecordBatch) error {
+	return func(rec arrow.RecordBatch) error {
+		stop, done := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(done)
+			t := time.NewTicker(statusEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-t.C:
+					if sendStatus(ctx, conn, lsn, false) != nil {
+						return
+					}
+				}
+			}
+		}()
+		err := fn(rec)
+		close(stop)
+		<-done
+		return err
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/apache/arrow-go/v18/arrow"
 
@@ -445,4 +446,54 @@ func TestFeedNameTakenByAnotherDatabase(t *testing.T) {
 	if got := slotDB(); got != first {
 		t.Fatalf("slot now in %s, want it left in %s", got, first)
 	}
+}
+
+// A consumer that holds a batch longer than the server's
+// wal_sender_timeout (a Mirror run applying a large group of changes)
+// keeps its session: the feed reports its position meanwhile
+// (keepAliveDuring). Without that the walsender ends the stream and
+// every retry fails the same way.
+func TestFeedSlowConsumer(t *testing.T) {
+	db := feedDB(t)
+	ctx := context.Background()
+	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
+	// The feed's sessions carry a short wal_sender_timeout (a runtime
+	// parameter of the DSN, which replication connections keep).
+	src, err := Open(ctx, map[string]string{"dsn": db.dsn + " wal_sender_timeout=1500"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { src.Close() })
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(ctx, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	m := tableState(t, src, "t", 0)
+	db.exec(t, "INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 20000) g")
+	db.exec(t, "DELETE FROM t WHERE id % 3 = 0")
+	var seen int
+	next, err := src.Changes(ctx, f, pos, func(rec arrow.RecordBatch) error {
+		if seen == 0 {
+			time.Sleep(4 * time.Second) // well past the timeout
+		}
+		for i := 0; i < int(rec.NumRows()); i++ {
+			r := render(rec, i, 1)
+			if rec.Column(0).ValueStr(i) == connectors.ChangeDelete {
+				delete(m, r[0])
+			} else {
+				m[r[0]] = r
+			}
+		}
+		seen += int(rec.NumRows())
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("Changes with a consumer slower than wal_sender_timeout: %v", err)
+	}
+	if next == pos || seen == 0 {
+		t.Fatalf("no changes read (%d, next %s)", seen, next)
+	}
+	equalState(t, m, tableState(t, src, "t", 0))
 }
