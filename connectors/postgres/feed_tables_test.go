@@ -140,12 +140,7 @@ func TestFeedReleasesWAL(t *testing.T) {
 	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
 	db.exec(t, "CREATE TABLE other (id int, v text)")
 	src := db.open(t)
-	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
-	pos, err := src.StartFeed(ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	f, pos := startFeedT(t, src)
 	restart := func() string {
 		var lsn string
 		if err := db.conn.QueryRow(ctx, "SELECT restart_lsn::text FROM pg_replication_slots WHERE slot_name = $1", f.Name).Scan(&lsn); err != nil {
@@ -179,17 +174,11 @@ func TestFeedReleasesWAL(t *testing.T) {
 // REPLICA IDENTITY FULL and the import's own key column.
 func TestFeedReplicaIdentityFull(t *testing.T) {
 	db := feedDB(t)
-	ctx := context.Background()
 	db.exec(t, "CREATE TABLE t (id int NOT NULL, v text, big text)")
 	db.exec(t, "ALTER TABLE t REPLICA IDENTITY FULL")
 	db.exec(t, "INSERT INTO t VALUES (1, 'a', $1), (2, 'b', NULL), (3, 'c', NULL)", bigText(100_000))
 	src := db.open(t)
-	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
-	pos, err := src.StartFeed(ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	f, pos := startFeedT(t, src)
 	m := tableState(t, src, "t", 0)
 	db.exec(t, "UPDATE t SET id = 20 WHERE id = 2")
 	db.exec(t, "UPDATE t SET v = 'a2' WHERE id = 1")

@@ -40,6 +40,19 @@ func feedDB(t *testing.T) *testDB {
 	return db
 }
 
+// startFeedT starts a feed of table t (key id), dropped at cleanup, and
+// returns it with its start position.
+func startFeedT(t *testing.T, src *Source) (connectors.Feed, string) {
+	t.Helper()
+	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
+	pos, err := src.StartFeed(context.Background(), f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	return f, pos
+}
+
 func testFeedName(t *testing.T) string {
 	var b [5]byte
 	_, _ = rand.Read(b[:])
@@ -351,12 +364,7 @@ func TestFeedTerminated(t *testing.T) {
 	ctx := context.Background()
 	db.exec(t, "CREATE TABLE t (id int PRIMARY KEY, v text)")
 	src := db.open(t)
-	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
-	pos, err := src.StartFeed(ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	f, pos := startFeedT(t, src)
 	m := tableState(t, src, "t", 0)
 	// About 40 MB of stream, more than the socket buffers between the
 	// walsender and the feed can hold while fn blocks: the cut must come
@@ -367,7 +375,7 @@ func TestFeedTerminated(t *testing.T) {
 	db.exec(t, "UPDATE t SET v = 'u' WHERE id % 7 = 0")
 	db.exec(t, "DELETE FROM t WHERE id % 11 = 0")
 	killed := false
-	_, err = src.Changes(ctx, f, pos, func(rec arrow.RecordBatch) error {
+	_, err := src.Changes(ctx, f, pos, func(rec arrow.RecordBatch) error {
 		if !killed {
 			killed = true
 			db.exec(t, "SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1", f.Name)
@@ -464,12 +472,7 @@ func TestFeedSlowConsumer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { src.Close() })
-	f := connectors.Feed{Name: testFeedName(t), Table: connectors.Table{Name: "t"}, Key: []string{"id"}}
-	pos, err := src.StartFeed(ctx, f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = src.DropFeed(context.Background(), f) })
+	f, pos := startFeedT(t, src)
 	m := tableState(t, src, "t", 0)
 	db.exec(t, "INSERT INTO t SELECT g, 'v' || g FROM generate_series(1, 20000) g")
 	db.exec(t, "DELETE FROM t WHERE id % 3 = 0")
