@@ -3,6 +3,7 @@ package run
 import (
 	"encoding/binary"
 	"math"
+	"strconv"
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
@@ -100,7 +101,85 @@ func appendCell(dst []byte, arr arrow.Array, i int) []byte {
 		return i64('d', int64(a.Value(i))*86400)
 	case *array.Date64:
 		return i64('d', int64(a.Value(i))/1000)
+	case *array.Decimal128:
+		// The text form below, without math/big (the hash's costliest
+		// step on a table with a numeric column).
+		t := a.DataType().(*arrow.Decimal128Type)
+		if v := a.Value(i); t.Precision <= 18 && t.Scale >= 0 && v.FitsInPrecision(18) {
+			var buf [48]byte
+			text := appendDecimalG(buf[:0], v.LowBits(), v.Sign() < 0, t.Scale, int(t.Precision))
+			dst = binary.AppendUvarint(append(dst, 'v'), uint64(len(text)))
+			return append(dst, text...)
+		}
 	}
 	// Decimals, nested and extension types: their text form is exact.
 	return str('v', arr.ValueStr(i))
+}
+
+// appendDecimalG appends the decimal of unscaled magnitude u (negative
+// when neg) and scale as arrow's Decimal128 ValueStr writes it:
+// big.Float's Text('g', precision), exact here because the value has at
+// most precision (≤ 18) digits (TestDecimalText compares the two).
+func appendDecimalG(dst []byte, lo uint64, neg bool, scale int32, prec int) []byte {
+	u := lo
+	if neg {
+		u = -lo // two's complement magnitude; fits: |v| < 10^18
+	}
+	if u == 0 {
+		return append(dst, '0')
+	}
+	if neg {
+		dst = append(dst, '-')
+	}
+	var digits [20]byte
+	mant := strconv.AppendUint(digits[:0], u, 10)
+	dexp := len(mant) - int(scale) // digits before the decimal point
+	for len(mant) > 1 && mant[len(mant)-1] == '0' {
+		mant = mant[:len(mant)-1]
+	}
+	at := func(i int) byte {
+		if i >= 0 && i < len(mant) {
+			return mant[i]
+		}
+		return '0'
+	}
+	eprec := prec
+	if eprec > len(mant) && len(mant) >= dexp {
+		eprec = len(mant)
+	}
+	if exp := dexp - 1; exp < -4 || exp >= eprec {
+		p := min(prec, len(mant))
+		dst = append(dst, mant[0])
+		if p > 1 {
+			dst = append(dst, '.')
+			dst = append(dst, mant[1:p]...)
+		}
+		dst = append(dst, 'e')
+		if exp < 0 {
+			dst, exp = append(dst, '-'), -exp
+		} else {
+			dst = append(dst, '+')
+		}
+		if exp < 10 {
+			dst = append(dst, '0')
+		}
+		return strconv.AppendInt(dst, int64(exp), 10)
+	}
+	if prec > dexp {
+		prec = len(mant)
+	}
+	if dexp > 0 {
+		for j := range dexp {
+			dst = append(dst, at(j))
+		}
+	} else {
+		dst = append(dst, '0')
+	}
+	if frac := prec - dexp; frac > 0 {
+		dst = append(dst, '.')
+		for j := range frac {
+			dst = append(dst, at(dexp+j))
+		}
+	}
+	return dst
 }
