@@ -440,9 +440,7 @@ func keepAliveDuring(ctx context.Context, conn *pgconn.PgConn, lsn pglogrepl.LSN
 				}
 			}
 		}()
-		err := fn(rec)
-		close(stop)
-		<-done
-		return err
+		defer func() { close(stop); <-done }() // before the caller uses conn again
+		return fn(rec)
 	}
 }
