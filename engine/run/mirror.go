@@ -376,15 +376,16 @@ func (mr *mirrorRun) read(ctx context.Context, rec arrow.RecordBatch) error {
 	}
 	// A feed group's changes are mapped mirrorFlushRows at a time, so the
 	// records waiting for a flush stay bounded whatever the group's size.
-	all := mr.changed
-	for len(all) > 0 {
-		mr.changed = all[:min(len(all), mirrorFlushRows)]
-		all = all[len(mr.changed):]
+	changed := mr.changed
+	for rest := changed; len(rest) > 0; {
+		mr.changed = rest[:min(len(rest), mirrorFlushRows)]
+		rest = rest[len(mr.changed):]
 		mr.lg.chunk()
 		if err := mr.stage(ctx, rec); err != nil {
 			return err
 		}
 	}
+	mr.changed = changed
 	mr.progress()
 	return nil
 }
