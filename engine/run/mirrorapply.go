@@ -6,8 +6,6 @@ import (
 	"fmt"
 
 	"github.com/apache/arrow-go/v18/arrow"
-	"github.com/apache/arrow-go/v18/arrow/array"
-	"github.com/apache/arrow-go/v18/arrow/memory"
 
 	"github.com/tributary-dev/tributary/connectors"
 	"github.com/tributary-dev/tributary/engine/importspec"
@@ -388,44 +386,28 @@ func (rm *remover) flush(ctx context.Context) error {
 	return nil
 }
 
-// takeRows returns rec's rows at idx (ascending) as a new record.
+// takeRows returns rec's rows at idx (ascending) as a new record: its
+// runs of consecutive rows, sliced and concatenated.
 func takeRows(rec arrow.RecordBatch, idx []int) (arrow.RecordBatch, error) {
 	if len(idx) == int(rec.NumRows()) {
 		rec.Retain()
 		return rec, nil
 	}
-	// Runs of consecutive rows, sliced and concatenated per column.
-	var runs [][2]int
-	for _, i := range idx {
-		if len(runs) > 0 && runs[len(runs)-1][1] == i {
-			runs[len(runs)-1][1]++
-			continue
-		}
-		runs = append(runs, [2]int{i, i + 1})
-	}
-	cols := make([]arrow.Array, rec.NumCols())
+	var parts []arrow.RecordBatch
 	defer func() {
-		for _, c := range cols {
-			if c != nil {
-				c.Release()
-			}
-		}
-	}()
-	parts := make([]arrow.Array, len(runs))
-	for c := range cols {
-		for k, r := range runs {
-			parts[k] = array.NewSlice(rec.Column(c), int64(r[0]), int64(r[1]))
-		}
-		var err error
-		cols[c], err = array.Concatenate(parts, memory.DefaultAllocator)
 		for _, p := range parts {
 			p.Release()
 		}
-		if err != nil {
-			return nil, fmt.Errorf("mirror: select changed rows: %w", err)
+	}()
+	for k := 0; k < len(idx); {
+		end := k + 1
+		for end < len(idx) && idx[end] == idx[end-1]+1 {
+			end++
 		}
+		parts = append(parts, rec.NewSlice(int64(idx[k]), int64(idx[end-1]+1)))
+		k = end
 	}
-	return array.NewRecordBatch(rec.Schema(), cols, int64(len(idx))), nil
+	return concatRecords(parts)
 }
 
 // propArena holds the pending events' properties: copies packed into

@@ -108,7 +108,7 @@ func concatRecords(recs []arrow.RecordBatch) (arrow.RecordBatch, error) {
 			for _, done := range cols[:c] {
 				done.Release()
 			}
-			return nil, fmt.Errorf("mirror: gather changes: %w", err)
+			return nil, fmt.Errorf("mirror: concatenate batches: %w", err)
 		}
 		cols[c] = col
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/apache/arrow-go/v18/arrow"
 	"github.com/apache/arrow-go/v18/arrow/array"
+	"github.com/apache/arrow-go/v18/arrow/decimal128"
 	"github.com/zeebo/xxh3"
 )
 
@@ -104,10 +105,8 @@ func appendCell(dst []byte, arr arrow.Array, i int) []byte {
 	case *array.Decimal128:
 		// The text form below, without math/big (the hash's costliest
 		// step on a table with a numeric column).
-		t := a.DataType().(*arrow.Decimal128Type)
-		if v := a.Value(i); t.Precision <= 18 && t.Scale >= 0 && v.FitsInPrecision(18) {
-			var buf [48]byte
-			text := appendDecimalG(buf[:0], v.LowBits(), v.Sign() < 0, t.Scale, int(t.Precision))
+		var buf [48]byte
+		if text, ok := appendDecimalG(buf[:0], a.Value(i), a.DataType().(*arrow.Decimal128Type)); ok {
 			dst = binary.AppendUvarint(append(dst, 'v'), uint64(len(text)))
 			return append(dst, text...)
 		}
@@ -116,17 +115,22 @@ func appendCell(dst []byte, arr arrow.Array, i int) []byte {
 	return str('v', arr.ValueStr(i))
 }
 
-// appendDecimalG appends the decimal of unscaled magnitude u (negative
-// when neg) and scale as arrow's Decimal128 ValueStr writes it:
-// big.Float's Text('g', precision), exact here because the value has at
-// most precision (≤ 18) digits (TestDecimalText compares the two).
-func appendDecimalG(dst []byte, lo uint64, neg bool, scale int32, prec int) []byte {
-	u := lo
+// appendDecimalG appends n as arrow's Decimal128 ValueStr writes it,
+// big.Float's Text('g', precision), when t's precision is at most 18 and
+// its scale not negative: then the value has at most precision digits and
+// the text is exact (TestDecimalText compares the two). ok is false for
+// other types, which take ValueStr.
+func appendDecimalG(dst []byte, n decimal128.Num, t *arrow.Decimal128Type) (_ []byte, ok bool) {
+	if t.Precision > 18 || t.Scale < 0 || !n.FitsInPrecision(18) {
+		return dst, false
+	}
+	scale, prec := t.Scale, int(t.Precision)
+	neg, u := n.Sign() < 0, n.LowBits()
 	if neg {
-		u = -lo // two's complement magnitude; fits: |v| < 10^18
+		u = -u // two's complement magnitude: |n| < 10^18
 	}
 	if u == 0 {
-		return append(dst, '0')
+		return append(dst, '0'), true
 	}
 	if neg {
 		dst = append(dst, '-')
@@ -163,7 +167,7 @@ func appendDecimalG(dst []byte, lo uint64, neg bool, scale int32, prec int) []by
 		if exp < 10 {
 			dst = append(dst, '0')
 		}
-		return strconv.AppendInt(dst, int64(exp), 10)
+		return strconv.AppendInt(dst, int64(exp), 10), true
 	}
 	if prec > dexp {
 		prec = len(mant)
@@ -181,5 +185,5 @@ func appendDecimalG(dst []byte, lo uint64, neg bool, scale int32, prec int) []by
 			dst = append(dst, at(dexp+j))
 		}
 	}
-	return dst
+	return dst, true
 }

@@ -47,15 +47,17 @@ func TestDecimalText(t *testing.T) {
 			b.Release()
 			for i, v := range vals {
 				want := arr.ValueStr(i)
-				n := arr.Value(i)
-				got := string(appendDecimalG(nil, n.LowBits(), n.Sign() < 0, typ.Scale, prec))
-				if got != want {
-					t.Fatalf("decimal(%d,%d) unscaled %d: %q, want %q", prec, scale, v, got, want)
+				text, ok := appendDecimalG(nil, arr.Value(i), typ)
+				if got := string(text); !ok || got != want {
+					t.Fatalf("decimal(%d,%d) unscaled %d: %q (ok %v), want %q", prec, scale, v, got, ok, want)
 				}
 				checked++
 			}
 			arr.Release()
 		}
+	}
+	if _, ok := appendDecimalG(nil, decimal128.FromI64(1), &arrow.Decimal128Type{Precision: 38, Scale: 2}); ok {
+		t.Fatal("decimal(38,2) took the fast text; it is only exact up to 18 digits")
 	}
 	t.Logf("%d values checked", checked)
 }

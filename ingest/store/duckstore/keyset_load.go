@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"database/sql/driver"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -63,34 +62,12 @@ func (s *Store) loadKeys(ctx context.Context) error {
 	if s.keys, err = newTieredKeys(dir, s.keysCfg); err != nil {
 		return err
 	}
-	full := make(chan []store.Key, 4)
-	empty := make(chan []store.Key, 4)
-	var readErr error
-	go func() {
-		defer close(full)
-		readErr = s.readKeys(ctx, full, empty)
-	}()
-	var loadErr error // the reader must still be drained
-	for buf := range full {
-		for _, k := range buf {
-			if loadErr == nil {
-				loadErr = s.keys.load(k)
-			}
-		}
-		select {
-		case empty <- buf[:0]:
-		default:
-		}
+	err = s.eachKey(ctx, 0, s.keys.load)
+	if err == nil {
+		err = s.keys.finishLoad()
 	}
-	// full is closed: the reader is done and readErr is safe to read.
-	if readErr != nil {
-		return fmt.Errorf("load keys: %w", readErr)
-	}
-	if loadErr == nil {
-		loadErr = s.keys.finishLoad()
-	}
-	if loadErr != nil {
-		return fmt.Errorf("load keys: %w", loadErr)
+	if err != nil {
+		return fmt.Errorf("load keys: %w", err)
 	}
 	if tk, ok := s.keys.(*tieredKeys); ok {
 		tk.afterLoad(s.nextSeq)
@@ -125,31 +102,14 @@ func (s *Store) keepKeys() error {
 // events from fromSeq on, then checks that the set holds as many keys as
 // the table does (keyset_checkpoint.go says why that suffices).
 func (s *Store) catchUpKeys(ctx context.Context, t *tieredKeys, fromSeq, keyed int64) (int, error) {
-	full := make(chan []store.Key, 4)
-	empty := make(chan []store.Key, 4)
-	var readErr error
-	go func() {
-		defer close(full)
-		readErr = s.readKeysFrom(ctx, fromSeq, full, empty)
-	}()
 	added := 0
-	var addErr error
-	for buf := range full {
-		for _, k := range buf {
-			if addErr != nil {
-				break
-			}
-			var isNew bool
-			if isNew, addErr = t.add(k); isNew {
-				added++
-			}
+	if err := s.eachKey(ctx, fromSeq, func(k store.Key) error {
+		isNew, err := t.add(k)
+		if isNew {
+			added++
 		}
-		select {
-		case empty <- buf[:0]:
-		default:
-		}
-	}
-	if err := errors.Join(readErr, addErr); err != nil {
+		return err
+	}); err != nil {
 		return added, err
 	}
 	if int64(t.len()) != keyed {
@@ -160,15 +120,42 @@ func (s *Store) catchUpKeys(ctx context.Context, t *tieredKeys, fromSeq, keyed i
 	return added, nil
 }
 
-// readKeys sends the events table's dedup keys to full in chunks, taking
-// spent chunks back from empty. It reads Arrow record batches: scanning
-// two BIGINTs a row through database/sql cost ~1 µs a row, the better
-// part of a rebuild after a crash at 100 M events.
-func (s *Store) readKeys(ctx context.Context, full chan<- []store.Key, empty <-chan []store.Key) error {
-	return s.readKeysFrom(ctx, 0, full, empty)
+// eachKey calls fn with the dedup key of every event from seq fromSeq on
+// (0: all): a goroutine reads them (readKeysFrom) while this one calls
+// fn, which costs about the same. After fn's first error the rest is
+// only drained; the read's error comes first.
+func (s *Store) eachKey(ctx context.Context, fromSeq int64, fn func(store.Key) error) error {
+	full := make(chan []store.Key, 4)
+	empty := make(chan []store.Key, 4)
+	var readErr error
+	go func() {
+		defer close(full)
+		readErr = s.readKeysFrom(ctx, fromSeq, full, empty)
+	}()
+	var fnErr error // the reader must still be drained
+	for buf := range full {
+		for _, k := range buf {
+			if fnErr == nil {
+				fnErr = fn(k)
+			}
+		}
+		select {
+		case empty <- buf[:0]:
+		default:
+		}
+	}
+	// full is closed: the reader is done and readErr is safe to read.
+	if readErr != nil {
+		return readErr
+	}
+	return fnErr
 }
 
-// readKeysFrom is readKeys of the events from seq fromSeq on (0: all).
+// readKeysFrom sends the dedup keys of the events from seq fromSeq on (0:
+// all) to full in chunks, taking spent chunks back from empty. It reads
+// Arrow record batches: scanning two BIGINTs a row through database/sql
+// cost ~1 µs a row, the better part of a rebuild after a crash at 100 M
+// events.
 func (s *Store) readKeysFrom(ctx context.Context, fromSeq int64, full chan<- []store.Key, empty <-chan []store.Key) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
